@@ -1,0 +1,86 @@
+# Understudy developer commands. `make` (or `make help`) lists them; `make test` is what CI runs.
+# Targets call tools through .venv/bin/, so nothing needs activating.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+VENV := .venv
+PY := $(VENV)/bin/python
+PNPM_VERSION := 12.4.2
+# scripts/bootstrap falls back to npx when pnpm cannot be installed globally; so do we.
+PNPM := $(shell command -v pnpm >/dev/null 2>&1 && echo pnpm || echo npx --yes pnpm@$(PNPM_VERSION))
+
+# Folders that only codegen writes; CI fails if regenerating them changes anything.
+GENERATED := backend/src/understudy/generated connector/src/understudy_connector/generated \
+	extension/src/generated docs/reference
+
+EXTENSION_ZIP := extension/understudy-extension.zip
+
+.PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext extension \
+	test run clean
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
+		| awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}'
+
+bootstrap: ## Install the venv, node_modules and Chromium (idempotent; safe to re-run)
+	scripts/bootstrap
+
+lock: ## Rewrite requirements/dev.txt from the current .venv (after a deliberate pip install)
+	{ grep '^#' requirements/dev.txt; $(PY) -m pip freeze --exclude-editable; } > requirements/dev.txt.tmp
+	mv requirements/dev.txt.tmp requirements/dev.txt
+
+codegen: ## Regenerate Python and TypeScript types from spec/
+	$(PY) -m codegen
+
+check-codegen: codegen ## Fail if the generated files differ from what codegen writes
+	@status="$$(git status --porcelain -- $(GENERATED))"; \
+	if [ -n "$$status" ]; then \
+		echo "Generated files are out of date; run 'make codegen' and commit the result:"; \
+		echo "$$status"; \
+		git --no-pager diff --stat -- $(GENERATED); \
+		git --no-pager diff -- $(GENERATED); \
+		exit 1; \
+	fi
+
+lint: ## Ruff lint and format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: ## Apply ruff fixes and formatting
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+typecheck: ## mypy (strict) on Python, tsc on the extension
+	$(VENV)/bin/mypy
+	$(PNPM) -C extension typecheck
+
+test-py: ## Python tests (pytest)
+	$(VENV)/bin/pytest
+
+test-ext: ## Extension unit tests (vitest)
+	$(PNPM) -C extension test
+
+extension: ## Build extension/dist and zip it to extension/understudy-extension.zip
+	$(PNPM) -C extension build
+	rm -f $(EXTENSION_ZIP)
+	cd extension/dist && ../../$(PY) -m zipfile -c ../understudy-extension.zip *
+	@echo "wrote $(EXTENSION_ZIP)"
+
+test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-py, test-ext
+	$(MAKE) bootstrap
+	$(MAKE) check-codegen
+	$(MAKE) lint
+	$(MAKE) typecheck
+	$(MAKE) test-py
+	$(MAKE) test-ext
+
+run: bootstrap ## Run the main job on the embedded default (serves until Ctrl-C)
+	$(VENV)/bin/understudy serve
+
+clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)
+	rm -rf extension/dist $(EXTENSION_ZIP) .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune \
+		-exec rm -rf {} +

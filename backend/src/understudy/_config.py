@@ -1,0 +1,393 @@
+"""Service settings from the environment and an optional TOML file.
+
+Environment variables win over the file (``UNDERSTUDY_CONFIG``); quota overrides merge key by
+key (defaults, then the file's ``[quota]`` table, then ``QUOTA_POLICY``). The seed's own variables
+keep their bare names: ``UNATTENDED_ENABLED_TENANTS``, ``QUOTA_POLICY`` and ``DEVICE_TOKENS``; the
+others are ``UNDERSTUDY_<FIELD>``. An empty variable counts as unset. Every bad value raises
+:class:`ConfigError` naming the variable and what to do; messages never repeat a value that may be
+secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import os
+import re
+import secrets
+import stat
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Final, Literal
+from urllib.parse import urlsplit
+
+from understudy._origins import OriginError, canonicalize_origins
+from understudy._security import MIN_MASTER_KEY_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+# The id fixed by the `key` in the extension manifest; while None, any chrome-extension:// origin
+# may open a socket (tickets still gate every connection).
+EXTENSION_ID: Final[str | None] = None
+_EXTENSION_ORIGIN = re.compile(r"chrome-extension://[a-p]{32}")
+_DIGEST = re.compile(r"[0-9a-fA-F]{64}")
+_QUOTA_MAX: Final = 1_000_000
+
+
+class ConfigError(ValueError):
+    """A setting is missing, malformed or out of range; the message says which and what to do."""
+
+
+@dataclass(frozen=True)
+class QuotaPolicy:
+    """Per-minute and lifetime limits: exact SQLite counters, then the approximate backstop."""
+
+    session_creates_per_actor_per_min: int = 10
+    commands_per_session_per_min: int = 120
+    commands_per_tenant_per_min: int = 600
+    credential_fills_per_actor_per_min: int = 30
+    device_tickets_per_device_per_min: int = 30
+    commands_per_session_lifetime: int = 10_000
+    requests_per_credential_per_min: int = 300
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+_QUOTA_KEYS: Final = {
+    **{f.name: f.name for f in dataclasses.fields(QuotaPolicy)},
+    **{_camel(f.name): f.name for f in dataclasses.fields(QuotaPolicy)},
+}
+
+
+@dataclass(frozen=True)
+class DeviceTokenEntry:
+    """Who a device credential digest belongs to."""
+
+    tenant: str
+    device: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the service reads at start-up. Build it with :func:`load_settings`."""
+
+    host: str = "127.0.0.1"
+    port: int = 8787
+    data_dir: Path = Path(".understudy")
+    public_url: str = ""  # empty means http://{host}:{port}
+    unattended_enabled_tenants: frozenset[str] = frozenset()
+    quota: QuotaPolicy = QuotaPolicy()
+    device_tokens: Mapping[str, DeviceTokenEntry] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    master_key: bytes | None = field(default=None, repr=False)
+    sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    allowed_socket_origins: frozenset[str] = (
+        frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
+    )
+    telemetry_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not self.public_url:
+            host = f"[{self.host}]" if ":" in self.host else self.host
+            object.__setattr__(self, "public_url", f"http://{host}:{self.port}")
+
+    @property
+    def socket_base_url(self) -> str:
+        """``public_url`` with the ws/wss scheme, for building socket URLs."""
+        scheme, rest = self.public_url.split("://", 1)
+        return f"{'wss' if scheme == 'https' else 'ws'}://{rest}"
+
+    def socket_origin_allowed(self, origin: str | None) -> bool:
+        """Whether a socket upgrade with this ``Origin`` header may proceed.
+
+        No header means a non-browser client, which cannot be a cross-site page; it still needs a
+        ticket.
+        """
+        if origin is None:
+            return True
+        if not self.allowed_socket_origins:
+            return origin.startswith("chrome-extension://")
+        return origin in self.allowed_socket_origins
+
+
+# --- value parsers: (value, name) -> parsed; value is a str from the env or a TOML value ---------
+
+
+def _text(value: object, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{name}: give a non-empty string")
+    return value.strip()
+
+
+def _host(value: object, name: str) -> str:
+    host = _text(value, name)
+    if any(char.isspace() for char in host):
+        raise ConfigError(f"{name}: a host name has no spaces; give one like 127.0.0.1")
+    return host
+
+
+def _port(value: object, name: str) -> int:
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 65535:
+        raise ConfigError(f"{name}: give a port number from 0 to 65535, like 8787")
+    return value
+
+
+def _path(value: object, name: str) -> Path:
+    return Path(_text(value, name)).expanduser()
+
+
+def _public_url(value: object, name: str) -> str:
+    url = _text(value, name).rstrip("/")
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a bad port or IPv6 literal
+        valid = False
+    if not valid or "@" in url or any(char.isspace() for char in url):
+        raise ConfigError(
+            f"{name}: give the URL clients use to reach the service, like https://u.example"
+        )
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise ConfigError(f"{name}: remove the query and fragment; give a base URL only")
+    return url
+
+
+def _json(value: object, name: str, example: str) -> object:
+    if not isinstance(value, str):
+        return value  # already structured (TOML)
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as error:
+        # Position only: the value may hold secrets.
+        raise ConfigError(
+            f"{name}: not valid JSON ({error.msg} at char {error.pos}); {example}"
+        ) from None
+
+
+def _tenants(value: object, name: str) -> frozenset[str]:
+    example = 'give a JSON list of tenant ids, like ["acme"], or [] to disable unattended mode'
+    data = _json(value, name, example)
+    if not isinstance(data, list) or not all(isinstance(t, str) and t for t in data):
+        raise ConfigError(f"{name}: {example}")
+    return frozenset(data)
+
+
+def _quota_overrides(value: object, name: str) -> dict[str, int]:
+    known = ", ".join(sorted(_camel(f.name) for f in dataclasses.fields(QuotaPolicy)))
+    data = _json(value, name, 'give a JSON object like {"commandsPerSessionPerMin": 60}')
+    if not isinstance(data, dict):
+        raise ConfigError(f'{name}: give a JSON object like {{"commandsPerSessionPerMin": 60}}')
+    overrides: dict[str, int] = {}
+    for key, limit in data.items():
+        if key not in _QUOTA_KEYS:
+            raise ConfigError(
+                f"{name}: unknown key {key!r}; known keys: {known} (snake_case also accepted)"
+            )
+        field_name = _QUOTA_KEYS[key]
+        if field_name in overrides:
+            raise ConfigError(
+                f"{name}: {key!r} is given twice (camelCase and snake_case); keep one"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _QUOTA_MAX:
+            raise ConfigError(
+                f"{name}: {key!r} must be a whole number from 1 to {_QUOTA_MAX}, got {limit!r}"
+            )
+        overrides[field_name] = limit
+    return overrides
+
+
+def _device_tokens(value: object, name: str) -> Mapping[str, DeviceTokenEntry]:
+    example = (
+        'give a JSON object like {"<sha256 hex of the credential>": '
+        '{"tenant": "acme", "device": "laptop-1"}}'
+    )
+    data = _json(value, name, example)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: {example}")
+    entries: dict[str, DeviceTokenEntry] = {}
+    for position, (digest, entry) in enumerate(data.items()):
+        # Keys are not echoed: a misconfigured key may be a raw credential.
+        if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):
+            hint = " (it looks like a raw credential)" if str(digest).startswith("udc_") else ""
+            raise ConfigError(
+                f"{name}: key #{position + 1} is not a 64-character hex SHA-256 digest{hint}; "
+                "store sha256(credential), never the credential itself"
+            )
+        if (
+            not isinstance(entry, dict)
+            or set(entry) != {"tenant", "device"}
+            or not all(isinstance(v, str) and v for v in entry.values())
+        ):
+            raise ConfigError(
+                f'{name}: entry #{position + 1} must be exactly {{"tenant": "…", "device": "…"}} '
+                "with non-empty strings"
+            )
+        entries[digest.lower()] = DeviceTokenEntry(tenant=entry["tenant"], device=entry["device"])
+    return MappingProxyType(entries)
+
+
+def _master_key(value: object, name: str) -> bytes:
+    text = _text(value, name)
+    try:
+        key = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+    except (binascii.Error, ValueError):
+        raise ConfigError(
+            f"{name}: not valid base64; generate one with `openssl rand -base64 32`"
+        ) from None
+    if len(key) < MIN_MASTER_KEY_BYTES:
+        raise ConfigError(
+            f"{name}: decodes to {len(key)} bytes, at least {MIN_MASTER_KEY_BYTES} are needed; "
+            "generate one with `openssl rand -base64 32`"
+        )
+    return key
+
+
+def _synchronous(value: object, name: str) -> Literal["FULL", "NORMAL"]:
+    mode = _text(value, name).upper()
+    if mode == "FULL":
+        return "FULL"
+    if mode == "NORMAL":
+        return "NORMAL"
+    raise ConfigError(f"{name}: give FULL (survives power loss, the default) or NORMAL")
+
+
+def _socket_origins(value: object, name: str) -> frozenset[str]:
+    example = 'give a JSON list like ["chrome-extension://<32-letter extension id>"]'
+    data = _json(value, name, example)
+    if not isinstance(data, list):
+        raise ConfigError(f"{name}: {example}")
+    origins: set[str] = set()
+    for index, origin in enumerate(data):
+        if isinstance(origin, str) and origin.startswith("chrome-extension://"):
+            if not _EXTENSION_ORIGIN.fullmatch(origin):
+                raise ConfigError(f"{name}[{index}]: an extension id is 32 letters a-p")
+            origins.add(origin)
+            continue
+        try:
+            origins.update(canonicalize_origins([origin]))
+        except OriginError as error:
+            raise ConfigError(f"{name}[{index}]: {error.reason}") from None
+    return frozenset(origins)
+
+
+def _optional_path(value: object, name: str) -> Path | None:
+    return None if isinstance(value, str) and not value.strip() else _path(value, name)
+
+
+_FIELDS: Final[dict[str, tuple[str, Callable[[object, str], Any]]]] = {
+    "host": ("UNDERSTUDY_HOST", _host),
+    "port": ("UNDERSTUDY_PORT", _port),
+    "data_dir": ("UNDERSTUDY_DATA_DIR", _path),
+    "public_url": ("UNDERSTUDY_PUBLIC_URL", _public_url),
+    "unattended_enabled_tenants": ("UNATTENDED_ENABLED_TENANTS", _tenants),
+    "quota": ("QUOTA_POLICY", _quota_overrides),
+    "device_tokens": ("DEVICE_TOKENS", _device_tokens),
+    "master_key": ("UNDERSTUDY_MASTER_KEY", _master_key),
+    "sqlite_synchronous": ("UNDERSTUDY_SQLITE_SYNCHRONOUS", _synchronous),
+    "allowed_socket_origins": ("UNDERSTUDY_ALLOWED_SOCKET_ORIGINS", _socket_origins),
+    "telemetry_path": ("UNDERSTUDY_TELEMETRY_PATH", _optional_path),
+}
+
+
+def _read_file(file: Path) -> dict[str, Any]:
+    try:
+        with file.open("rb") as stream:
+            data = tomllib.load(stream)
+    except OSError as error:
+        raise ConfigError(f"UNDERSTUDY_CONFIG: cannot read {file}: {error.strerror}") from None
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"UNDERSTUDY_CONFIG: {file} is not valid TOML: {error}") from None
+    if "master_key" in data:
+        raise ConfigError(
+            f"{file}: master_key cannot live in the config file; set UNDERSTUDY_MASTER_KEY or let "
+            "the service create data_dir/master.key"
+        )
+    for key in data:
+        if key not in _FIELDS:
+            raise ConfigError(
+                f"{file}: unknown key {key!r}; known keys: {', '.join(sorted(_FIELDS))}"
+            )
+    return data
+
+
+def load_settings(env: Mapping[str, str] | None = None, file: Path | None = None) -> Settings:
+    """Read settings from ``env`` (default ``os.environ``) and a TOML file.
+
+    Args:
+        env: Environment variables.
+        file: TOML file; defaults to ``UNDERSTUDY_CONFIG`` when set.
+
+    Raises:
+        ConfigError: a value is malformed or out of range.
+    """
+    env = os.environ if env is None else env
+    if file is None and env.get("UNDERSTUDY_CONFIG", "").strip():
+        file = Path(env["UNDERSTUDY_CONFIG"].strip()).expanduser()
+    file_data = _read_file(file) if file is not None else {}
+    values: dict[str, Any] = {}
+    quota: dict[str, int] = {}
+    for name, (variable, parse) in _FIELDS.items():
+        parsed: list[Any] = []
+        if name in file_data:
+            parsed.append(parse(file_data[name], f"{file} [{name}]"))
+        if env.get(variable, "").strip():
+            parsed.append(parse(env[variable], variable))
+        if name == "quota":
+            for overrides in parsed:
+                quota.update(overrides)
+        elif parsed:
+            values[name] = parsed[-1]
+    return Settings(**values, quota=QuotaPolicy(**quota))
+
+
+def ensure_master_key(settings: Settings) -> bytes:
+    """Return the configured master key, or read (creating it once) ``data_dir/master.key``.
+
+    Raises:
+        ConfigError: the key file is unreadable, too short, or readable by other users.
+    """
+    if settings.master_key is not None:
+        return settings.master_key
+    settings.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = settings.data_dir / "master.key"
+    if not path.exists():
+        # Write a temporary file, then link it into place: a concurrent start-up either wins the
+        # link or reads the winner's complete key, never a half-written one.
+        temp = settings.data_dir / f".master.key.{secrets.token_hex(8)}"
+        descriptor = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(descriptor, secrets.token_bytes(MIN_MASTER_KEY_BYTES))
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        try:
+            os.link(temp, path)
+        except FileExistsError:
+            pass
+        finally:
+            temp.unlink()
+        directory = os.open(settings.data_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)  # the new name must survive a power cut like the bytes do
+        finally:
+            os.close(directory)
+    if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        raise ConfigError(f"{path}: readable by other users; run `chmod 600 {path}`")
+    key = path.read_bytes()
+    if len(key) < MIN_MASTER_KEY_BYTES:
+        raise ConfigError(
+            f"{path}: holds {len(key)} bytes, at least {MIN_MASTER_KEY_BYTES} are needed; "
+            "restore it from backup (vault secrets depend on it) or remove it to start afresh"
+        )
+    return key

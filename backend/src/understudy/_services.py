@@ -1,0 +1,91 @@
+"""The process-wide registry of actors and the services they share.
+
+Actors are created on first use, one per key: a `TenantCoordinator` per tenant, a `DeviceAgent`
+per (tenant, device) and a `SessionAgent` per session. Each serialises its own turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from understudy import _store
+from understudy._ratelimit import ApproximateLimiter
+from understudy._store import credentials
+from understudy._store import sessions as session_store
+
+if TYPE_CHECKING:
+    from understudy._clock import Clock
+    from understudy._config import Settings
+    from understudy._security import Keys
+    from understudy._telemetry import Telemetry
+    from understudy.coordinator import TenantCoordinator
+    from understudy.device_agent import DeviceAgent
+    from understudy.session_agent import SessionAgent
+
+
+@dataclass
+class Services:
+    settings: Settings
+    db: _store.Database
+    clock: Clock
+    keys: Keys
+    telemetry: Telemetry
+    coordinators: dict[str, TenantCoordinator] = field(default_factory=dict)
+    device_agents: dict[tuple[str, str], DeviceAgent] = field(default_factory=dict)
+    session_agents: dict[str, SessionAgent] = field(default_factory=dict)
+    ready: bool = False
+
+    def __post_init__(self) -> None:
+        self.limiter = ApproximateLimiter(
+            self.settings.quota.requests_per_credential_per_min, 60.0, self.clock.now
+        )
+
+    def coordinator(self, tenant: str) -> TenantCoordinator:
+        from understudy.coordinator import TenantCoordinator
+
+        actor = self.coordinators.get(tenant)
+        if actor is None:
+            actor = self.coordinators[tenant] = TenantCoordinator(self, tenant)
+        return actor
+
+    def device_agent(self, tenant: str, device_id: str) -> DeviceAgent:
+        from understudy.device_agent import DeviceAgent
+
+        actor = self.device_agents.get((tenant, device_id))
+        if actor is None:
+            actor = self.device_agents[(tenant, device_id)] = DeviceAgent(self, tenant, device_id)
+        return actor
+
+    def session_agent(self, session_id: str) -> SessionAgent:
+        from understudy.session_agent import SessionAgent
+
+        actor = self.session_agents.get(session_id)
+        if actor is None:
+            actor = self.session_agents[session_id] = SessionAgent(self, session_id)
+        return actor
+
+    async def start(self) -> None:
+        """Migrate, load `DEVICE_TOKENS`, and re-arm every coordinator that has deadlines."""
+        now = self.clock.now()
+        _store.migrate(self.db, now)
+        with self.db.transaction():
+            for digest, entry in self.settings.device_tokens.items():
+                credentials.ensure_device(
+                    self.db, tenant=entry.tenant, device_id=entry.device, digest=digest, now=now
+                )
+        tenants = set(session_store.tenants_with_unsettled(self.db))
+        tenants |= {d.tenant for d in credentials.all_devices(self.db) if d.online}
+        for tenant in sorted(tenants):
+            self.coordinator(tenant).arm()
+        self.ready = True
+
+    async def stop(self) -> None:
+        self.ready = False
+        for coordinator in self.coordinators.values():
+            coordinator.disarm()
+        closers = [agent.shutdown() for agent in self.device_agents.values()]
+        closers += [agent.shutdown() for agent in self.session_agents.values()]
+        await asyncio.gather(*closers, return_exceptions=True)
+        self.db.close()

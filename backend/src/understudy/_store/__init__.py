@@ -1,0 +1,21 @@
+"""The storage layer: all SQL lives here, a module per aggregate; callers use typed functions.
+
+The SQL stays portable to PostgreSQL (`INSERT … ON CONFLICT`, no SQLite-only functions in logic),
+so a second implementation can be added behind the same functions.
+"""
+
+from understudy._store import credentials, quotas, sessions, tickets
+from understudy._store._db import Database
+from understudy._store._migrations import LATEST, SchemaTooNewError, current_version, migrate
+
+__all__ = [
+    "LATEST",
+    "Database",
+    "SchemaTooNewError",
+    "credentials",
+    "current_version",
+    "migrate",
+    "quotas",
+    "sessions",
+    "tickets",
+]

@@ -1,0 +1,129 @@
+"""Numbered, additive schema migrations.
+
+Rules (see docs/operations.md): a migration is never edited or removed once released; new columns
+and tables only; a binary refuses a database whose version is newer than the last migration it
+knows, because it would not understand the data.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from understudy._store._db import Database
+
+MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+    (
+        1,
+        "control plane: keys, devices, sessions, tickets, quotas",
+        """
+        CREATE TABLE api_keys (
+            digest TEXT PRIMARY KEY,
+            key_id TEXT NOT NULL UNIQUE,
+            tenant TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        CREATE TABLE devices (
+            tenant TEXT NOT NULL,
+            device_id TEXT NOT NULL,
+            credential_digest TEXT NOT NULL UNIQUE,
+            enrolled_at REAL NOT NULL,
+            revoked_at REAL,
+            online INTEGER NOT NULL DEFAULT 0,
+            last_seen_at REAL,
+            last_assigned_at REAL NOT NULL DEFAULT 0,
+            browser_epoch TEXT,
+            connection_epoch INTEGER NOT NULL DEFAULT 0,
+            protocol_versions TEXT NOT NULL DEFAULT '[]',
+            capabilities TEXT NOT NULL DEFAULT '[]',
+            local_policy TEXT,
+            PRIMARY KEY (tenant, device_id)
+        );
+        CREATE TABLE sessions (
+            session_id TEXT PRIMARY KEY,
+            tenant TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            status TEXT NOT NULL,
+            end_intent TEXT,
+            device_id TEXT,
+            lease_id TEXT,
+            lease_epoch INTEGER NOT NULL DEFAULT 0,
+            browser_epoch TEXT,
+            tab_id INTEGER,
+            allowed_origins TEXT NOT NULL,
+            profile_hash TEXT,
+            idempotency_key TEXT,
+            fingerprint TEXT,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            idle_expires_at REAL NOT NULL,
+            last_command_at REAL,
+            command_count INTEGER NOT NULL DEFAULT 0,
+            writes_blocked_reason TEXT,
+            writes_blocked_command TEXT,
+            provision_deadline REAL,
+            grace_deadline REAL,
+            capacity_held INTEGER NOT NULL DEFAULT 0,
+            ended_at REAL,
+            end_reason TEXT
+        );
+        CREATE UNIQUE INDEX sessions_idempotency ON sessions (tenant, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE INDEX sessions_by_device ON sessions (tenant, device_id) WHERE capacity_held = 1;
+        CREATE INDEX sessions_live ON sessions (tenant, status);
+        CREATE TABLE ticket_jtis (
+            jti TEXT PRIMARY KEY,
+            expires_at REAL NOT NULL
+        );
+        CREATE TABLE quota_counters (
+            scope TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            window_start INTEGER NOT NULL,
+            count INTEGER NOT NULL,
+            PRIMARY KEY (scope, subject, window_start)
+        );
+        """,
+    ),
+)
+
+LATEST = MIGRATIONS[-1][0]
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer binary."""
+
+
+def current_version(db: Database) -> int:
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+        "description TEXT NOT NULL, applied_at REAL NOT NULL)"
+    )
+    row = db.one("SELECT MAX(version) AS v FROM schema_migrations")
+    return int(row["v"]) if row is not None and row["v"] is not None else 0
+
+
+def migrate(db: Database, now: float) -> list[int]:
+    """Apply every pending migration; returns the versions applied."""
+    version = current_version(db)
+    if version > LATEST:
+        raise SchemaTooNewError(
+            f"the database at {db.path} is at schema version {version}, but this binary knows "
+            f"only up to {LATEST}; run a newer Understudy (never downgrade past a migration)"
+        )
+    applied = []
+    for number, description, sql in MIGRATIONS:
+        if number <= version:
+            continue
+        with db.transaction() as conn:
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)",
+                (number, description, now),
+            )
+        applied.append(number)
+    return applied

@@ -1,0 +1,141 @@
+"""Sessions, their leases and their tombstones (terminal rows stay for the session lifetime)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from understudy._store._db import Database, Row
+
+# Columns a caller may update; anything else is a programming error.
+_MUTABLE = frozenset(
+    {
+        "status",
+        "end_intent",
+        "device_id",
+        "lease_id",
+        "lease_epoch",
+        "browser_epoch",
+        "tab_id",
+        "idle_expires_at",
+        "last_command_at",
+        "command_count",
+        "writes_blocked_reason",
+        "writes_blocked_command",
+        "provision_deadline",
+        "grace_deadline",
+        "capacity_held",
+        "ended_at",
+        "end_reason",
+    }
+)
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    session_id: str
+    tenant: str
+    actor: str
+    mode: str
+    status: str
+    end_intent: str | None
+    device_id: str | None
+    lease_id: str | None
+    lease_epoch: int
+    browser_epoch: str | None
+    tab_id: int | None
+    allowed_origins: list[str]
+    profile_hash: str | None
+    idempotency_key: str | None
+    fingerprint: str | None
+    created_at: float
+    expires_at: float
+    idle_expires_at: float
+    last_command_at: float | None
+    command_count: int
+    writes_blocked_reason: str | None
+    writes_blocked_command: str | None
+    provision_deadline: float | None
+    grace_deadline: float | None
+    capacity_held: bool
+    ended_at: float | None
+    end_reason: str | None
+
+
+def insert(db: Database, **values: Any) -> None:
+    values = {**values, "allowed_origins": json.dumps(values["allowed_origins"])}
+    columns = ", ".join(values)
+    marks = ", ".join(f":{k}" for k in values)
+    db.execute(f"INSERT INTO sessions ({columns}) VALUES ({marks})", values)  # noqa: S608
+
+
+def update(db: Database, session_id: str, **values: Any) -> None:
+    unknown = set(values) - _MUTABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    assignments = ", ".join(f"{k} = :{k}" for k in values)
+    db.execute(
+        f"UPDATE sessions SET {assignments} WHERE session_id = :session_id",  # noqa: S608
+        {**values, "session_id": session_id},
+    )
+
+
+def get(db: Database, session_id: str) -> SessionRow | None:
+    row = db.one("SELECT * FROM sessions WHERE session_id = ?", (session_id,))
+    return _row(row) if row is not None else None
+
+
+def require(db: Database, session_id: str) -> SessionRow:
+    """The row of a session known to exist (a missing row is a programming error)."""
+    row = get(db, session_id)
+    if row is None:
+        raise LookupError(f"session {session_id} vanished")
+    return row
+
+
+def by_idempotency_key(db: Database, tenant: str, key: str) -> SessionRow | None:
+    row = db.one("SELECT * FROM sessions WHERE tenant = ? AND idempotency_key = ?", (tenant, key))
+    return _row(row) if row is not None else None
+
+
+def holding_capacity(db: Database, tenant: str, device_id: str) -> list[SessionRow]:
+    """Sessions that reserve one of the device's tabs (live, or closing until acknowledged)."""
+    rows = db.query(
+        "SELECT * FROM sessions WHERE tenant = ? AND device_id = ? AND capacity_held = 1 "
+        "ORDER BY created_at",
+        (tenant, device_id),
+    )
+    return [_row(r) for r in rows]
+
+
+def by_lease(db: Database, lease_id: str) -> SessionRow | None:
+    row = db.one("SELECT * FROM sessions WHERE lease_id = ?", (lease_id,))
+    return _row(row) if row is not None else None
+
+
+def unsettled(db: Database, tenant: str) -> list[SessionRow]:
+    """Sessions with a deadline still to watch: every non-terminal one, and terminal ones still
+    holding capacity."""
+    rows = db.query(
+        "SELECT * FROM sessions WHERE tenant = ? AND (status NOT IN ('closed','expired','lost') "
+        "OR capacity_held = 1)",
+        (tenant,),
+    )
+    return [_row(r) for r in rows]
+
+
+def tenants_with_unsettled(db: Database) -> list[str]:
+    rows = db.query(
+        "SELECT DISTINCT tenant FROM sessions WHERE status NOT IN ('closed','expired','lost') "
+        "OR capacity_held = 1"
+    )
+    return [r["tenant"] for r in rows]
+
+
+def _row(row: Row) -> SessionRow:
+    data = dict(row)
+    data["allowed_origins"] = json.loads(data["allowed_origins"])
+    data["capacity_held"] = bool(data["capacity_held"])
+    return SessionRow(**data)

@@ -1,0 +1,205 @@
+"""Content-free operational telemetry: JSON lines plus Prometheus counters.
+
+Callers pass identifiers (tenant, device, session, actor, credential) raw; this module replaces
+each with a keyed, domain-separated pseudonym before anything is stored or written, so no call
+site can forget to. Every event name and field name is on an allow-list, and plain string values
+must be short machine codes, so a URL, a title, a ref, a secret reference, a token, a ticket or a
+socket URL cannot reach the sink by accident: trying raises :class:`TelemetryFieldError`, a
+programming error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections import deque
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, TextIO
+
+from understudy._security import Keys, pseudonym
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+EVENTS: Final = frozenset(
+    {
+        "auth.accepted",
+        "auth.refused",
+        "allocation.granted",
+        "allocation.refused",
+        "lifecycle.transition",
+        "quota.decision",
+        "ticket.minted",
+        "ticket.refused",
+        "ticket.consumed",
+        "device.connected",
+        "device.disconnected",
+        "device.offline",
+        "command.admitted",
+        "command.outcome",
+        "dialog.recorded",
+    }
+)
+IDENTITY_FIELDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})
+PLAIN_FIELDS: Final = frozenset(
+    {
+        "outcome",
+        "reason",
+        "from_state",
+        "to_state",
+        "mode",
+        "status",
+        "code",
+        "scope",
+        "command",
+        "kind",
+        "count",
+        "latency_ms",
+        "protocol_version",
+    }
+)
+# Machine codes only: no "/", ":", "?", "@" or spaces, so neither URLs nor prose fit.
+_CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_EVENTS_METRIC: Final = "understudy_events_total"
+_MEMORY_EVENTS: Final = 10_000
+
+FieldValue = str | int | bool
+
+
+class TelemetryFieldError(ValueError):
+    """An event or field is not on the allow-list, or a value is not content-free."""
+
+
+class Telemetry:
+    """Content-free event sink with in-memory counters.
+
+    Args:
+        sink: A text stream, a file to append to, or None to keep the latest events in memory
+            (``events``) for tests.
+        keys: Derived keys; the telemetry key makes the pseudonyms.
+        clock: Wall clock for the ``ts`` field.
+    """
+
+    def __init__(
+        self,
+        sink: TextIO | Path | None,
+        keys: Keys,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._sink = sink
+        self._keys = keys
+        self._clock = clock
+        self._memory: deque[dict[str, FieldValue]] = deque(maxlen=_MEMORY_EVENTS)
+        self._counters: dict[tuple[str, str], int] = {}
+        self._gauges: dict[str, tuple[float, str]] = {}
+
+    @property
+    def events(self) -> list[dict[str, FieldValue]]:
+        """The latest events written when there is no sink (empty otherwise)."""
+        return list(self._memory)
+
+    def emit(self, event: str, **fields: FieldValue) -> None:
+        """Record one event.
+
+        Raises:
+            TelemetryFieldError: unknown event or field, or a value that is not content-free.
+        """
+        if event not in EVENTS:
+            raise TelemetryFieldError(f"unknown telemetry event {event!r}; add it to EVENTS first")
+        record: dict[str, FieldValue] = {
+            "ts": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds"),
+            "event": event,
+        }
+        for name, value in sorted(fields.items()):
+            record[name] = self._clean(name, value)
+        outcome = record.get("outcome", "")
+        key = (event, str(outcome).lower() if isinstance(outcome, bool) else str(outcome))
+        self._counters[key] = self._counters.get(key, 0) + 1
+        self._write(record)
+
+    def _clean(self, name: str, value: FieldValue) -> FieldValue:
+        if name in IDENTITY_FIELDS:
+            if not isinstance(value, str) or not value:
+                raise TelemetryFieldError(f"telemetry field {name!r} takes a non-empty string id")
+            return pseudonym(self._keys, name, value)
+        if name not in PLAIN_FIELDS:
+            raise TelemetryFieldError(
+                f"telemetry field {name!r} is not allowed; allowed: "
+                f"{sorted(IDENTITY_FIELDS | PLAIN_FIELDS)}"
+            )
+        if isinstance(value, str) and not _CODE.fullmatch(value):
+            # The value itself is left out of the message: it may be the content we keep out.
+            raise TelemetryFieldError(
+                f"telemetry field {name!r} takes a short machine code ([A-Za-z0-9_.-], at most 64)"
+            )
+        if not isinstance(value, str | int):  # bool is an int
+            raise TelemetryFieldError(f"telemetry field {name!r} takes a string, int or bool")
+        return value
+
+    def _write(self, record: dict[str, FieldValue]) -> None:
+        sink = self._sink
+        if sink is None:
+            self._memory.append(record)
+            return
+        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+        if isinstance(sink, Path):
+            # Opened per line so nothing is left open for the caller to close, and an operator
+            # may rotate the file at any time.
+            with sink.open("a", encoding="utf-8") as stream:
+                stream.write(line)
+        else:
+            sink.write(line)
+            sink.flush()
+
+    def set_gauge(self, name: str, value: float, help: str) -> None:
+        """Set a gauge shown by :meth:`render_prometheus`."""
+        if not _METRIC_NAME.fullmatch(name) or name == _EVENTS_METRIC:
+            raise TelemetryFieldError(f"{name!r} is not a usable Prometheus metric name")
+        self._gauges[name] = (value, help)
+
+    def counter(self, event: str, outcome: str = "") -> int:
+        """Return how many ``event`` events with this ``outcome`` were emitted."""
+        return self._counters.get((event, outcome), 0)
+
+    def render_prometheus(self) -> str:
+        """Return counters and gauges in the Prometheus text exposition format (version 0.0.4)."""
+        families: dict[str, list[str]] = {
+            _EVENTS_METRIC: [
+                "# HELP understudy_events_total Content-free telemetry events by name and outcome.",
+                f"# TYPE {_EVENTS_METRIC} counter",
+                *(
+                    f'{_EVENTS_METRIC}{{event="{_escape(event)}",outcome="{_escape(outcome)}"}} {n}'
+                    for (event, outcome), n in sorted(self._counters.items())
+                ),
+            ]
+        }
+        for name, (value, help_text) in self._gauges.items():
+            families[name] = [
+                f"# HELP {name} {_escape_help(help_text)}",
+                f"# TYPE {name} gauge",
+                f"{name} {_number(value)}",
+            ]
+        return "".join(line + "\n" for name in sorted(families) for line in families[name])
+
+
+def _escape(label_value: str) -> str:
+    return label_value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", r"\\").replace("\n", r"\n")
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    if isinstance(value, int) or value.is_integer():
+        return str(int(value))
+    return repr(value)

@@ -1,0 +1,453 @@
+"""The Litestar application: HTTP routes of spec/openapi.yaml and the two WebSocket routes.
+
+Handlers parse bodies with the generated models (so the spec, not this file, says what is valid),
+authenticate, and hand the work to the actors. Every error is problem+json.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from litestar import Litestar, Request, Response, delete, get, post, websocket
+from litestar.connection import WebSocket
+from litestar.exceptions import HTTPException, WebSocketDisconnect
+from litestar.params import FromPath
+from pydantic import ValidationError
+
+from understudy import _security
+from understudy._origins import OriginError, canonicalize_origins
+from understudy._problems import ProblemError, invalid_request, problem_response
+from understudy._store import credentials, quotas
+from understudy._store import sessions as session_store
+from understudy._store._migrations import current_version
+from understudy._views import is_terminal, session_view, tombstone_view
+from understudy.generated import models as m
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from understudy._services import Services
+    from understudy._store.credentials import Device
+    from understudy.generated._wire import WireModel
+
+log = logging.getLogger(__name__)
+JSON = "application/json"
+MAX_BODY_BYTES = 256 * 1024
+DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
+
+
+@dataclass(frozen=True)
+class Consumer:
+    tenant: str
+    actor: str
+
+
+def _services(request: Request[Any, Any, Any] | WebSocket[Any, Any, Any]) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+def _json(model: WireModel, status: int, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response(model.to_wire(), status_code=status, media_type=JSON, headers=headers or {})
+
+
+def _bearer(request: Request[Any, Any, Any]) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def _unauthorized() -> ProblemError:
+    return ProblemError(
+        401,
+        "unauthorized",
+        "send a valid credential as 'Authorization: Bearer …'",
+        headers={"WWW-Authenticate": 'Bearer realm="understudy"'},
+    )
+
+
+def _backstop(services: Services, digest: str) -> None:
+    """The approximate per-credential abuse backstop (SQLite quotas stay authoritative)."""
+    wait = services.limiter.hit(digest)
+    if wait is not None:
+        raise ProblemError(
+            429, "rate_limited", "too many requests with this credential", retry_after=wait
+        )
+
+
+def consumer(request: Request[Any, Any, Any]) -> Consumer:
+    services = _services(request)
+    token = _bearer(request)
+    if token is None or _security.token_kind(token) != "consumer":
+        services.telemetry.emit("auth.refused", kind="consumer", reason="malformed")
+        raise _unauthorized()
+    digest = _security.token_digest(token)
+    key = credentials.api_key_by_digest(services.db, digest)
+    if key is None or key.revoked_at is not None:
+        services.telemetry.emit("auth.refused", kind="consumer", reason="unknown_or_revoked")
+        raise _unauthorized()
+    _backstop(services, digest)
+    return Consumer(key.tenant, key.actor)
+
+
+def device_principal(request: Request[Any, Any, Any]) -> Device:
+    services = _services(request)
+    token = _bearer(request)
+    if token is None or _security.token_kind(token) != "device":
+        services.telemetry.emit("auth.refused", kind="device", reason="malformed")
+        raise _unauthorized()
+    digest = _security.token_digest(token)
+    device = credentials.device_by_digest(services.db, digest)
+    if device is None or device.revoked_at is not None:
+        services.telemetry.emit("auth.refused", kind="device", reason="unknown_or_revoked")
+        raise _unauthorized()
+    _backstop(services, digest)
+    return device
+
+
+async def _body(request: Request[Any, Any, Any]) -> bytes:
+    body = await request.body()
+    if len(body) > MAX_BODY_BYTES:
+        raise invalid_request(f"the body is larger than {MAX_BODY_BYTES} bytes")
+    if body and request.headers.get("content-type", "").split(";")[0].strip() != JSON:
+        raise invalid_request("send the body as application/json")
+    return body
+
+
+def _parse(model: type[Any], body: bytes) -> Any:
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        errors = [
+            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors(include_url=False)[:20]
+        ]
+        first = errors[0] if errors else {"path": "/", "message": "invalid"}
+        raise invalid_request(f"{first['path']}: {first['message']}", errors) from None
+
+
+def _session_id(value: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ProblemError(404, "session_not_found", "no session with this id") from None
+
+
+# -- sessions --------------------------------------------------------------------------------------
+
+
+@post("/v1/sessions")
+async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
+    who = consumer(request)
+    services = _services(request)
+    body = await _body(request)
+    coordinator = services.coordinator(who.tenant)
+    if not body.strip():
+        row = await coordinator.create_attended(who.actor)
+        return _json(session_view(row), 200)
+    key = request.headers.get("idempotency-key")
+    try:
+        key = str(uuid.UUID(key or ""))
+    except ValueError:
+        raise invalid_request(
+            "an unattended session needs an Idempotency-Key header holding a UUID",
+            [{"path": "Idempotency-Key", "message": "a UUID is required"}],
+        ) from None
+    req: m.UnattendedSessionRequest = _parse(m.UnattendedSessionRequest, body)
+    try:
+        origins = canonicalize_origins(req.allowed_origins)
+    except OriginError as exc:
+        raise invalid_request(
+            exc.message, [{"path": f"/allowedOrigins/{exc.index}", "message": exc.message}]
+        ) from None
+    if who.tenant not in services.settings.unattended_enabled_tenants:
+        raise ProblemError(
+            403,
+            "unattended_disabled",
+            "unattended sessions are not enabled for your tenant; ask the operator "
+            "to add it to UNATTENDED_ENABLED_TENANTS",
+        )
+    outcome = await coordinator.create_unattended(who.actor, req, origins, key)
+    row = await coordinator.wait_connected(outcome.session.session_id)
+    location = f"/v1/sessions/{row.session_id}"
+    if is_terminal(row):
+        raise ProblemError(
+            503,
+            "no_device_available",
+            "the device refused the session; retry with a new Idempotency-Key",
+            retry_after=5,
+        )
+    if row.status == "provisioning":
+        return _json(session_view(row), 202, {"Location": location, "Retry-After": "1"})
+    status = 200 if outcome.replay else 201
+    return _json(session_view(row), status, {"Location": location} if status == 201 else None)
+
+
+@get("/v1/sessions/{session_id:str}")
+async def get_session(request: Request[Any, Any, Any], session_id: FromPath[str]) -> Response[Any]:
+    who = consumer(request)
+    row = session_store.get(_services(request).db, _session_id(session_id))
+    if row is None or row.tenant != who.tenant:
+        raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
+    if is_terminal(row):
+        return _json(tombstone_view(row), 410)
+    return _json(session_view(row), 200)
+
+
+@delete("/v1/sessions/{session_id:str}", status_code=202)
+async def delete_session(
+    request: Request[Any, Any, Any], session_id: FromPath[str]
+) -> Response[Any]:
+    who = consumer(request)
+    row = await _services(request).coordinator(who.tenant).delete(_session_id(session_id))
+    if is_terminal(row):
+        return _json(tombstone_view(row), 200)
+    return _json(session_view(row), 202)
+
+
+# -- devices ---------------------------------------------------------------------------------------
+
+
+@get("/v1/devices")
+async def list_devices(request: Request[Any, Any, Any]) -> Response[Any]:
+    who = consumer(request)
+    services = _services(request)
+    listed = []
+    for device in credentials.tenant_devices(services.db, who.tenant):
+        used = len(session_store.holding_capacity(services.db, who.tenant, device.device_id))
+        listed.append(
+            m.Device(
+                device_id=device.device_id,
+                online=device.online,
+                last_seen_at=_at(device.last_seen_at),
+                capacity=2,
+                used_capacity=used,
+                protocol_versions=device.protocol_versions,  # type: ignore[arg-type]
+                capabilities=device.capabilities,  # type: ignore[arg-type]
+                enrolled_at=_at(device.enrolled_at),
+            )
+        )
+    return _json(m.DeviceList(devices=listed), 200)
+
+
+@post("/v1/device/connect-ticket")
+async def connect_ticket(request: Request[Any, Any, Any]) -> Response[Any]:
+    device = device_principal(request)
+    services = _services(request)
+    req: m.ConnectTicketRequest = _parse(m.ConnectTicketRequest, await _body(request))
+    now = services.clock.now()
+    with services.db.transaction():
+        wait = quotas.take(
+            services.db,
+            "device_ticket",
+            f"{device.tenant}/{device.device_id}",
+            services.settings.quota.device_tickets_per_device_per_min,
+            now,
+        )
+    services.telemetry.emit(
+        "quota.decision",
+        tenant=device.tenant,
+        device=device.device_id,
+        scope="device_ticket",
+        outcome="refused" if wait else "allowed",
+    )
+    if wait is not None:
+        raise ProblemError(
+            429, "rate_limited", "too many tickets for this device; retry later", retry_after=wait
+        )
+    claims = _security.new_ticket_claims(
+        aud="device",
+        tenant=device.tenant,
+        device=device.device_id,
+        browser_epoch=str(req.browser_epoch),
+        actor=f"device:{device.tenant}/{device.device_id}",
+        now=now,
+    )
+    ticket = _security.sign_ticket(services.keys, claims)
+    services.telemetry.emit(
+        "ticket.minted", tenant=device.tenant, device=device.device_id, kind="device"
+    )
+    url = f"{services.settings.socket_base_url}/v1/device/socket?ticket={ticket}"
+    return _json(m.ConnectTicket(ticket=ticket, socket_url=url, expires_at=_at(claims.exp)), 200)
+
+
+def _at(ts: float | None) -> Any:
+    from understudy._views import at
+
+    return at(ts) if ts is not None else None
+
+
+# -- sockets ---------------------------------------------------------------------------------------
+
+
+class _WsConnection:
+    def __init__(self, socket: WebSocket[Any, Any, Any]) -> None:
+        self._socket = socket
+
+    async def send(self, frame: WireModel) -> None:
+        await self._socket.send_text(frame.to_wire_json())
+
+    async def close(self, code: int, reason: str) -> None:
+        await self._socket.close(code=code, reason=reason)
+
+
+async def _frames(socket: WebSocket[Any, Any, Any]) -> AsyncIterator[str]:
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            data = await socket.receive_data(mode="text")
+            yield data if isinstance(data, str) else data.decode()
+
+
+def _ticket(socket: WebSocket[Any, Any, Any], audience: str) -> _security.TicketClaims | None:
+    services = _services(socket)
+    if not services.settings.socket_origin_allowed(socket.headers.get("origin")):
+        return None
+    token = socket.query_params.get("ticket", "")
+    try:
+        return _security.verify_ticket(
+            services.keys,
+            token,
+            audience=audience,  # type: ignore[arg-type]
+            now=services.clock.now(),
+        )
+    except _security.TicketError as exc:
+        services.telemetry.emit("ticket.refused", kind=audience, reason=exc.reason)
+        return None
+
+
+@websocket("/v1/device/socket")
+async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
+    claims = _ticket(socket, "device")
+    if claims is None:
+        await socket.close(code=4401, reason="ticket refused")
+        return
+    agent = _services(socket).device_agent(claims.tenant, claims.device)
+    await socket.accept()
+    conn = _WsConnection(socket)
+    serial = await agent.accept(conn, claims)
+    if serial is None:
+        await socket.close(code=4401, reason="ticket refused")
+        return
+    try:
+        async for raw in _frames(socket):
+            await agent.handle(serial, raw)
+    finally:
+        await agent.disconnected(serial)
+
+
+@websocket("/v1/sessions/{session_id:str}/socket")
+async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[str]) -> None:
+    claims = _ticket(socket, "session")
+    if claims is None or claims.session != session_id:
+        await socket.close(code=4401, reason="ticket refused")
+        return
+    agent = _services(socket).session_agent(session_id)
+    await socket.accept()
+    serial = await agent.accept(_WsConnection(socket), claims)
+    if serial is None:
+        await socket.close(code=4401, reason="ticket refused")
+        return
+    try:
+        async for raw in _frames(socket):
+            await agent.handle(serial, raw)
+    finally:
+        await agent.disconnected(serial)
+
+
+# -- operations ------------------------------------------------------------------------------------
+
+
+@get("/healthz")
+async def healthz() -> Response[Any]:
+    return _json(m.Health(status="ok"), 200)
+
+
+@get("/readyz")
+async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
+    services = _services(request)
+    if not services.ready:
+        raise ProblemError(503, "not_ready", "starting up or shutting down")
+    return _json(m.Health(status="ok", schema_version=current_version(services.db)), 200)
+
+
+@get("/metrics")
+async def metrics(request: Request[Any, Any, Any]) -> Response[str]:
+    return Response(
+        _services(request).telemetry.render_prometheus(),
+        media_type="text/plain; version=0.0.4; charset=utf-8",
+    )
+
+
+@get(["/", "/docs", "/docs/{page:str}"], include_in_schema=False)
+async def reference(page: FromPath[str] = "api.html") -> Response[Any]:
+    if page not in ("api.html", "frames.html") or not (DOCS_DIR / page).exists():
+        raise ProblemError(404, "not_found", "no such page; see /docs")
+    return Response((DOCS_DIR / page).read_bytes(), media_type="text/html; charset=utf-8")
+
+
+# -- errors ----------------------------------------------------------------------------------------
+
+
+def _on_problem(request: Request[Any, Any, Any], exc: ProblemError) -> Response[Any]:
+    return problem_response(exc)
+
+
+def _on_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    code = {
+        404: "not_found",
+        405: "method_not_allowed",
+        413: "payload_too_large",
+        415: "unsupported_media_type",
+    }.get(exc.status_code, "invalid_request")
+    headers = dict(exc.headers or {})
+    return problem_response(ProblemError(exc.status_code, code, str(exc.detail), headers=headers))
+
+
+def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return problem_response(ProblemError(500, "internal_error", "an unexpected error occurred"))
+
+
+def create_app(services: Services) -> Litestar:
+    """The ASGI app; `services` are started and stopped with it."""
+
+    async def startup() -> None:
+        await services.start()
+
+    async def shutdown() -> None:
+        await services.stop()
+
+    app = Litestar(
+        route_handlers=[
+            create_session,
+            get_session,
+            delete_session,
+            list_devices,
+            connect_ticket,
+            device_socket,
+            session_socket,
+            healthz,
+            readyz,
+            metrics,
+            reference,
+        ],
+        exception_handlers={
+            ProblemError: _on_problem,
+            HTTPException: _on_http,
+            Exception: _on_error,
+        },
+        on_startup=[startup],
+        on_shutdown=[shutdown],
+        openapi_config=None,
+        request_max_body_size=MAX_BODY_BYTES * 4,
+        debug=False,
+    )
+    app.state.services = services
+    return app

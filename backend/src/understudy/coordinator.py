@@ -1,0 +1,871 @@
+"""`TenantCoordinator`: allocation, lifecycle transitions, exact quotas, create idempotency and
+lease expiry for one tenant.
+
+Every change is one *turn*: under the coordinator's lock, one SQLite transaction computes the new
+state and the frames it implies; the frames leave only after the commit (persist, then send), and
+no transaction is ever open across an `await`. One timer per coordinator sleeps until the earliest
+deadline of the tenant (provisioning, grace, hard and idle expiry, device liveness); every turn
+re-arms it, and start-up re-arms it from SQLite, so deadlines that passed while the process was down
+fire at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from understudy import _security
+from understudy._clock import utc
+from understudy._lifecycle import SessionState, transition
+from understudy._problems import ProblemError
+from understudy._store import credentials, quotas
+from understudy._store import sessions as store
+from understudy.generated import models as m
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from understudy._services import Services
+    from understudy._store.credentials import Device
+    from understudy._store.sessions import SessionRow
+
+T = TypeVar("T")
+
+HARD_TTL_S = 24 * 3600
+IDLE_TTL_S = 2 * 3600
+PROVISION_DEADLINE_S = 30
+GRACE_S = 90
+OFFLINE_AFTER_S = 75
+CREATE_WAIT_S = 5
+TICKET_TTL_S = 60
+DEVICE_CAPACITY = 2
+UNATTENDED_CAPABILITIES = frozenset({"safe_write_v2", "unattended_v1"})
+ATTENDED_CAPABILITY = "attended_v1"
+
+
+@dataclass
+class Outbox:
+    """What a turn decided to send, released after its transaction commits."""
+
+    frames: list[tuple[str, m.DeviceServerFrame]] = field(default_factory=list)
+    wake: list[str] = field(default_factory=list)  # session ids whose waiters should re-read
+    demote: list[str] = field(default_factory=list)  # session ids whose sockets lost authority
+
+    def send(self, device_id: str, frame: m.DeviceServerFrame) -> None:
+        self.frames.append((device_id, frame))
+
+
+@dataclass(frozen=True)
+class CreateOutcome:
+    session: SessionRow
+    replay: bool
+
+
+class TenantCoordinator:
+    def __init__(self, services: Services, tenant: str) -> None:
+        self.s = services
+        self.tenant = tenant
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_due: float | None = None
+        self._waiters: dict[str, asyncio.Event] = {}
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    async def _turn(self, body: Callable[[Outbox, float], T]) -> T:
+        async with self._lock:
+            out = Outbox()
+            with self.s.db.transaction():
+                result = body(out, self.s.clock.now())
+            for device_id, frame in out.frames:
+                await self.s.device_agent(self.tenant, device_id).send(frame)
+            for session_id in out.demote:
+                await self.s.session_agent(session_id).demote()
+            for session_id in out.wake:
+                event = self._waiters.get(session_id)
+                if event is not None:
+                    event.set()
+            self.arm()
+            return result
+
+    # -- consumer operations -------------------------------------------------------------------
+
+    async def create_unattended(
+        self, actor: str, request: m.UnattendedSessionRequest, origins: list[str], key: str
+    ) -> CreateOutcome:
+        profile_hash = _security.profile_state_hash(
+            self.s.keys, self.tenant, request.profile_state_key
+        )
+        fingerprint = _security.request_fingerprint(
+            self.s.keys,
+            self.tenant,
+            "create_session",
+            {
+                "mode": "unattended",
+                "deviceId": request.device_id,
+                "allowedOrigins": origins,
+                "profileStateHash": profile_hash,
+            },
+        )
+
+        def body(out: Outbox, now: float) -> CreateOutcome:
+            prior = store.by_idempotency_key(self.s.db, self.tenant, key)
+            if prior is not None:
+                if not _security.digests_equal(prior.fingerprint or "", fingerprint):
+                    raise ProblemError(
+                        409,
+                        "idempotency_conflict",
+                        "this Idempotency-Key was used with a different request; "
+                        "use a new key for a new session",
+                    )
+                if SessionState(prior.status).terminal:
+                    raise ProblemError(
+                        409,
+                        "idempotency_conflict",
+                        "the session created with this Idempotency-Key has ended; "
+                        "use a new key to create another",
+                    )
+                return CreateOutcome(prior, replay=True)
+            self._take_quota(
+                "session_create",
+                actor,
+                self.s.settings.quota.session_creates_per_actor_per_min,
+                now,
+            )
+            device = self._allocate(request.device_id, origins, profile_hash)
+            session_id = str(uuid.uuid4())
+            lease_id = str(uuid.uuid4())
+            store.insert(
+                self.s.db,
+                session_id=session_id,
+                tenant=self.tenant,
+                actor=actor,
+                mode="unattended",
+                status=SessionState.PROVISIONING.value,
+                device_id=device.device_id,
+                lease_id=lease_id,
+                lease_epoch=1,
+                allowed_origins=origins,
+                profile_hash=profile_hash,
+                idempotency_key=key,
+                fingerprint=fingerprint,
+                created_at=now,
+                expires_at=now + HARD_TTL_S,
+                idle_expires_at=now + IDLE_TTL_S,
+                provision_deadline=now + PROVISION_DEADLINE_S,
+                capacity_held=1,
+            )
+            credentials.device_assigned(self.s.db, self.tenant, device.device_id, now)
+            self._telemetry(
+                "allocation.granted",
+                outcome="granted",
+                device=device.device_id,
+                session=session_id,
+                actor=actor,
+                mode="unattended",
+            )
+            self._telemetry(
+                "lifecycle.transition",
+                session=session_id,
+                from_state="allocating",
+                to_state="provisioning",
+            )
+            out.send(device.device_id, self._provision_frame(session_id, lease_id, 1, origins, now))
+            row = store.require(self.s.db, session_id)
+            return CreateOutcome(row, replay=False)
+
+        outcome = await self._turn(body)
+        return outcome
+
+    async def wait_connected(self, session_id: str, timeout_s: float = CREATE_WAIT_S) -> SessionRow:
+        """Wait (on the injected clock) until the session leaves provisioning, or the timeout."""
+        deadline = self.s.clock.now() + timeout_s
+        event = self._waiters.setdefault(session_id, asyncio.Event())
+        try:
+            while True:
+                row = store.require(self.s.db, session_id)
+                if row.status != SessionState.PROVISIONING or self.s.clock.now() >= deadline:
+                    return row
+                event.clear()
+                waiter = asyncio.ensure_future(event.wait())
+                sleeper = asyncio.ensure_future(self.s.clock.sleep_until(deadline))
+                _, pending = await asyncio.wait(
+                    {waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in pending:
+                    task.cancel()
+        finally:
+            self._waiters.pop(session_id, None)
+
+    async def create_attended(self, actor: str) -> SessionRow:
+        def body(out: Outbox, now: float) -> SessionRow:
+            self._take_quota(
+                "session_create",
+                actor,
+                self.s.settings.quota.session_creates_per_actor_per_min,
+                now,
+            )
+            session_id = str(uuid.uuid4())
+            store.insert(
+                self.s.db,
+                session_id=session_id,
+                tenant=self.tenant,
+                actor=actor,
+                mode="attended",
+                status=SessionState.AWAITING_ATTACH.value,
+                allowed_origins=[],
+                created_at=now,
+                expires_at=now + HARD_TTL_S,
+                idle_expires_at=now + IDLE_TTL_S,
+            )
+            self._telemetry(
+                "lifecycle.transition",
+                session=session_id,
+                actor=actor,
+                mode="attended",
+                to_state="awaiting_attach",
+            )
+            row = store.require(self.s.db, session_id)
+            return row
+
+        return await self._turn(body)
+
+    async def delete(self, session_id: str) -> SessionRow:
+        def body(out: Outbox, now: float) -> SessionRow:
+            row = self._own(session_id)
+            if SessionState(row.status).live:
+                self._begin_close(out, row, now, intent=SessionState.CLOSED, reason="deleted")
+            current = store.require(self.s.db, session_id)
+            return current
+
+        return await self._turn(body)
+
+    async def command_admitted(self, session_id: str) -> None:
+        """Move the idle expiry: 2 h after this admitted command, capped by the hard expiry."""
+
+        def body(out: Outbox, now: float) -> None:
+            row = self._own(session_id)
+            store.update(
+                self.s.db,
+                session_id,
+                last_command_at=now,
+                idle_expires_at=min(row.expires_at, now + IDLE_TTL_S),
+                command_count=row.command_count + 1,
+            )
+
+        await self._turn(body)
+
+    # -- device events -------------------------------------------------------------------------
+
+    async def device_hello(
+        self, device_id: str, hello: m.DeviceClientHello, epoch_changed: bool
+    ) -> None:
+        """Reconcile the device's leases with ours after it (re)connected."""
+        reported = {str(lease.lease_id): lease for lease in hello.leases}
+
+        def body(out: Outbox, now: float) -> None:
+            for row in store.holding_capacity(self.s.db, self.tenant, device_id):
+                reported.pop(row.lease_id or "", None)
+                self._reconcile(out, row, now, hello, epoch_changed)
+            for lease_id, lease in reported.items():  # leases we no longer know as live
+                out.send(
+                    device_id,
+                    m.DeviceServerClose(
+                        type="close",
+                        lease_id=lease.lease_id,
+                        session_id=lease.session_id,
+                        lease_epoch=lease.lease_epoch,
+                        reason="superseded",
+                    ),
+                )
+                del lease_id
+
+        await self._turn(body)
+
+    def _reconcile(
+        self,
+        out: Outbox,
+        row: SessionRow,
+        now: float,
+        hello: m.DeviceClientHello,
+        epoch_changed: bool,
+    ) -> None:
+        state = SessionState(row.status)
+        device_id = row.device_id or ""
+        new_epoch = str(hello.browser_epoch)
+        if state == SessionState.CLOSING or state.terminal:
+            out.send(device_id, self._close_frame(row, "late_ack" if state.terminal else "deleted"))
+            return
+        held = {str(lease.lease_id) for lease in hello.leases}
+        if row.mode == "attended" and (epoch_changed or row.lease_id not in held):
+            # An attended tab is a person's tab: never re-created or re-attached automatically.
+            self._lose(out, row, now, "device_lost", release=True)
+            return
+        if epoch_changed:
+            if row.grace_deadline is not None and now >= row.grace_deadline:
+                self._lose(out, row, now, "device_lost", release=True)
+                return
+            epoch = row.lease_epoch + 1
+            changes: dict[str, Any] = {
+                "lease_epoch": epoch,
+                "browser_epoch": new_epoch,
+                "writes_blocked_reason": row.writes_blocked_reason or "browser_epoch_changed",
+                "grace_deadline": row.grace_deadline or now + GRACE_S,
+            }
+            if state == SessionState.CONNECTED:
+                changes["status"] = self._move(row, SessionState.RECOVERING)
+            store.update(self.s.db, row.session_id, **changes)
+            out.demote.append(row.session_id)
+            out.send(
+                device_id,
+                self._provision_frame(
+                    row.session_id, row.lease_id or "", epoch, row.allowed_origins, now
+                ),
+            )
+            return
+        if state == SessionState.PROVISIONING or row.lease_id not in held:
+            if state != SessionState.PROVISIONING:
+                self._lose(out, row, now, "device_lost", release=True)
+                return
+            out.send(
+                device_id,
+                self._provision_frame(
+                    row.session_id, row.lease_id or "", row.lease_epoch, row.allowed_origins, now
+                ),
+            )
+            return
+        if (
+            state == SessionState.RECOVERING
+            and row.writes_blocked_reason != "browser_epoch_changed"
+        ):
+            store.update(
+                self.s.db,
+                row.session_id,
+                grace_deadline=None,
+                status=self._move(row, SessionState.CONNECTED),
+            )
+        out.send(device_id, self._ticket_frame(row, now))
+
+    async def provision_ack(self, device_id: str, ack: m.DeviceClientProvisionAck) -> None:
+        def body(out: Outbox, now: float) -> None:
+            row = store.by_lease(self.s.db, str(ack.lease_id))
+            if row is None or row.tenant != self.tenant or row.device_id != device_id:
+                out.send(
+                    device_id,
+                    m.DeviceServerClose(
+                        type="close",
+                        lease_id=ack.lease_id,
+                        session_id=ack.session_id,
+                        lease_epoch=ack.lease_epoch,
+                        reason="late_ack",
+                    ),
+                )
+                return
+            state = SessionState(row.status)
+            current = ack.lease_epoch == row.lease_epoch
+            if not current or state not in (SessionState.PROVISIONING, SessionState.RECOVERING):
+                # A late or stale acknowledgement: whatever tab it made must go.
+                if ack.outcome == "provisioned":
+                    out.send(
+                        device_id,
+                        m.DeviceServerClose(
+                            type="close",
+                            lease_id=ack.lease_id,
+                            session_id=ack.session_id,
+                            lease_epoch=ack.lease_epoch,
+                            reason="late_ack",
+                        ),
+                    )
+                return
+            if ack.outcome == "refused":
+                self._lose(out, row, now, "provisioning_failed", release=True)
+                return
+            store.update(
+                self.s.db,
+                row.session_id,
+                status=self._move(row, SessionState.CONNECTED),
+                tab_id=ack.tab_id,
+                browser_epoch=str(ack.browser_epoch),
+                provision_deadline=None,
+                grace_deadline=None,
+            )
+            updated = store.require(self.s.db, row.session_id)
+            out.send(device_id, self._ticket_frame(updated, now))
+            out.wake.append(row.session_id)
+
+        await self._turn(body)
+
+    async def recovery_report(self, device_id: str, report: m.DeviceClientRecoveryReport) -> None:
+        for lease in report.leases:
+            if lease.status == "recreated":
+                await self.provision_ack(
+                    device_id,
+                    m.DeviceClientProvisionAck(
+                        type="provision_ack",
+                        lease_id=lease.lease_id,
+                        session_id=lease.session_id,
+                        lease_epoch=lease.lease_epoch,
+                        browser_epoch=report.browser_epoch,
+                        outcome="provisioned",
+                        tab_id=lease.tab_id,
+                    ),
+                )
+            else:
+                await self.lease_released(device_id, lease.lease_id, lease.lease_epoch, "lost")
+
+    async def close_ack(self, device_id: str, ack: m.DeviceClientCloseAck) -> bool:
+        """Settle a fenced close. False when the acknowledgement is stale."""
+
+        def body(out: Outbox, now: float) -> bool:
+            row = store.by_lease(self.s.db, str(ack.lease_id))
+            if row is None or row.tenant != self.tenant or row.device_id != device_id:
+                return False
+            if ack.lease_epoch != row.lease_epoch or not row.capacity_held:
+                return False
+            state = SessionState(row.status)
+            if state == SessionState.CLOSING:
+                self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
+            elif state.terminal:
+                store.update(self.s.db, row.session_id, capacity_held=0)
+            else:
+                return False
+            out.wake.append(row.session_id)
+            return True
+
+        return await self._turn(body)
+
+    async def lease_released(
+        self, device_id: str, lease_id: Any, lease_epoch: int, reason: str
+    ) -> None:
+        def body(out: Outbox, now: float) -> None:
+            row = store.by_lease(self.s.db, str(lease_id))
+            if row is None or row.device_id != device_id or lease_epoch != row.lease_epoch:
+                return
+            state = SessionState(row.status)
+            if state == SessionState.CLOSING:
+                self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
+            elif state.terminal:
+                store.update(self.s.db, row.session_id, capacity_held=0)
+            elif row.mode == "attended" and reason in ("tab_closed", "detached_by_user"):
+                self._begin_close(
+                    out, row, now, intent=SessionState.CLOSED, reason=reason, notify=False
+                )
+                closing = store.require(self.s.db, row.session_id)
+                self._finish(closing, now, SessionState.CLOSED)
+            else:
+                self._lose(
+                    out,
+                    row,
+                    now,
+                    "tab_closed" if reason == "tab_closed" else "device_lost",
+                    release=True,
+                )
+
+        await self._turn(body)
+
+    async def attach_request(self, device: Device, request: m.DeviceClientAttachRequest) -> None:
+        def body(out: Outbox, now: float) -> None:
+            def refuse(code: str, message: str) -> None:
+                out.send(
+                    device.device_id,
+                    m.DeviceServerAttachResult(
+                        type="attach_result",
+                        request_id=request.request_id,
+                        session_id=request.session_id,
+                        outcome="refused",
+                        error=m.ErrorInfo(code=code, message=message),
+                    ),
+                )
+
+            row = store.get(self.s.db, str(request.session_id))
+            if row is None or row.tenant != self.tenant or row.mode != "attended":
+                refuse("session_not_found", "no attended session with this id in your tenant")
+                return
+            if row.status != SessionState.AWAITING_ATTACH:
+                refuse("not_awaiting_attach", f"the session is {row.status}, not awaiting attach")
+                return
+            if ATTENDED_CAPABILITY not in device.capabilities:
+                refuse("protocol_upgrade_required", "update the extension to attach tabs")
+                return
+            used = len(store.holding_capacity(self.s.db, self.tenant, device.device_id))
+            if used >= DEVICE_CAPACITY:
+                refuse("capacity_exhausted", "this browser already controls two tabs; close one")
+                return
+            lease_id = str(uuid.uuid4())
+            store.update(
+                self.s.db,
+                row.session_id,
+                status=self._move(row, SessionState.CONNECTED),
+                device_id=device.device_id,
+                lease_id=lease_id,
+                lease_epoch=1,
+                tab_id=request.tab_id,
+                browser_epoch=str(request.browser_epoch),
+                capacity_held=1,
+            )
+            credentials.device_assigned(self.s.db, self.tenant, device.device_id, now)
+            out.send(
+                device.device_id,
+                m.DeviceServerAttachResult(
+                    type="attach_result",
+                    request_id=request.request_id,
+                    session_id=request.session_id,
+                    outcome="attached",
+                    lease_id=uuid.UUID(lease_id),
+                    lease_epoch=1,
+                    allowed_origins=[],
+                ),
+            )
+            updated = store.require(self.s.db, row.session_id)
+            out.send(device.device_id, self._ticket_frame(updated, now))
+            self._telemetry(
+                "lifecycle.transition",
+                session=row.session_id,
+                from_state="awaiting_attach",
+                to_state="connected",
+            )
+
+        await self._turn(body)
+
+    async def ticket_request(self, device_id: str, request: m.DeviceClientTicketRequest) -> None:
+        def body(out: Outbox, now: float) -> None:
+            row = store.by_lease(self.s.db, str(request.lease_id))
+            if (
+                row is None
+                or row.device_id != device_id
+                or row.lease_epoch != request.lease_epoch
+                or row.status not in (SessionState.CONNECTED, SessionState.RECOVERING)
+            ):
+                out.send(
+                    device_id,
+                    m.DeviceServerError(
+                        type="error",
+                        code="stale_lease",
+                        message="no live lease with this id and epoch; close its tab",
+                    ),
+                )
+                return
+            out.send(device_id, self._ticket_frame(row, now))
+
+        await self._turn(body)
+
+    # -- the timer -----------------------------------------------------------------------------
+
+    def arm(self) -> None:
+        """(Re)arm the one timer at the tenant's earliest deadline."""
+        due = self._next_deadline()
+        if due == self._timer_due and self._timer is not None and not self._timer.done():
+            return
+        self.disarm()
+        if due is None:
+            return
+        self._timer_due = due
+        self._timer = asyncio.get_running_loop().create_task(self._fire_at(due))
+
+    def disarm(self) -> None:
+        if self._timer is not None and self._timer is not asyncio.current_task():
+            self._timer.cancel()
+        self._timer = None
+        self._timer_due = None
+
+    async def _fire_at(self, due: float) -> None:
+        await self.s.clock.sleep_until(due)
+        self._timer = None
+        self._timer_due = None
+        with contextlib.suppress(Exception):
+            await self._turn(self._tick)
+
+    def _next_deadline(self) -> float | None:
+        candidates: list[float] = []
+        for row in store.unsettled(self.s.db, self.tenant):
+            state = SessionState(row.status)
+            if state.live:
+                candidates += [row.expires_at, row.idle_expires_at]
+            if state == SessionState.PROVISIONING and row.provision_deadline is not None:
+                candidates.append(row.provision_deadline)
+            if row.grace_deadline is not None and (
+                state == SessionState.RECOVERING or row.capacity_held
+            ):
+                candidates.append(row.grace_deadline)
+        for device in credentials.tenant_devices(self.s.db, self.tenant):
+            if device.online and device.last_seen_at is not None:
+                candidates.append(device.last_seen_at + OFFLINE_AFTER_S)
+        return min(candidates) if candidates else None
+
+    def _tick(self, out: Outbox, now: float) -> None:
+        for device in credentials.tenant_devices(self.s.db, self.tenant):
+            seen = device.last_seen_at
+            if device.online and seen is not None and now >= seen + OFFLINE_AFTER_S:
+                credentials.device_offline(self.s.db, self.tenant, device.device_id)
+                self._telemetry("device.offline", device=device.device_id)
+                for row in store.holding_capacity(self.s.db, self.tenant, device.device_id):
+                    if row.status == SessionState.CONNECTED:
+                        store.update(
+                            self.s.db,
+                            row.session_id,
+                            grace_deadline=seen + GRACE_S,
+                            status=self._move(row, SessionState.RECOVERING),
+                        )
+                    elif row.grace_deadline is None:
+                        store.update(self.s.db, row.session_id, grace_deadline=seen + GRACE_S)
+        for row in store.unsettled(self.s.db, self.tenant):
+            state = SessionState(row.status)
+            if state.live and now >= row.expires_at:
+                self._expire(out, row, now, "hard_expiry")
+            elif state.live and now >= row.idle_expires_at:
+                self._expire(out, row, now, "idle_expiry")
+            elif (
+                state == SessionState.PROVISIONING
+                and row.provision_deadline is not None
+                and now >= row.provision_deadline
+            ):
+                self._lose(out, row, now, "provisioning_failed", release=False)
+            elif row.grace_deadline is not None and now >= row.grace_deadline:
+                if state == SessionState.RECOVERING:
+                    self._lose(out, row, now, "device_lost", release=True)
+                elif state == SessionState.CLOSING:
+                    self._finish(row, now, SessionState(row.end_intent or "closed"))
+                elif state.terminal and row.capacity_held:
+                    store.update(self.s.db, row.session_id, capacity_held=0)
+
+    # -- transitions ---------------------------------------------------------------------------
+
+    def _move(self, row: SessionRow, target: SessionState) -> str:
+        state = transition(row.status, target)
+        self._telemetry(
+            "lifecycle.transition",
+            session=row.session_id,
+            from_state=row.status,
+            to_state=state.value,
+        )
+        return state.value
+
+    def _expire(self, out: Outbox, row: SessionRow, now: float, reason: str) -> None:
+        if row.capacity_held and row.device_id:
+            self._begin_close(out, row, now, intent=SessionState.EXPIRED, reason=reason)
+        else:
+            store.update(
+                self.s.db,
+                row.session_id,
+                status=self._move(row, SessionState.EXPIRED),
+                ended_at=now,
+                end_reason=reason,
+            )
+            out.wake.append(row.session_id)
+
+    def _begin_close(
+        self,
+        out: Outbox,
+        row: SessionRow,
+        now: float,
+        *,
+        intent: SessionState,
+        reason: str,
+        notify: bool = True,
+    ) -> None:
+        """Persist `closing` first; the close frame leaves after the commit."""
+        store.update(
+            self.s.db,
+            row.session_id,
+            status=self._move(row, SessionState.CLOSING),
+            end_intent=intent.value,
+            end_reason=reason,
+            grace_deadline=now + GRACE_S,
+            provision_deadline=None,
+        )
+        out.demote.append(row.session_id)
+        if not (row.capacity_held and row.device_id):
+            closing = store.require(self.s.db, row.session_id)
+            self._finish(closing, now, intent)
+            return
+        if notify:
+            out.send(row.device_id, self._close_frame(row, _close_reason(reason)))
+
+    def _finish(self, row: SessionRow, now: float, final: SessionState) -> None:
+        store.update(
+            self.s.db,
+            row.session_id,
+            status=self._move(row, final),
+            ended_at=now,
+            capacity_held=0,
+            grace_deadline=None,
+        )
+
+    def _lose(
+        self, out: Outbox, row: SessionRow, now: float, reason: str, *, release: bool
+    ) -> None:
+        """The session is lost. Unless `release`, its tab may still exist: keep the capacity until
+        the device acknowledges a close or the device-loss deadline passes."""
+        store.update(
+            self.s.db,
+            row.session_id,
+            status=self._move(row, SessionState.LOST),
+            ended_at=now,
+            end_reason=reason,
+            provision_deadline=None,
+            capacity_held=0 if release else int(row.capacity_held),
+            grace_deadline=None if release else now + GRACE_S,
+        )
+        out.demote.append(row.session_id)
+        out.wake.append(row.session_id)
+        if not release and row.device_id:
+            out.send(row.device_id, self._close_frame(row, "lost"))
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _own(self, session_id: str) -> SessionRow:
+        row = store.get(self.s.db, session_id)
+        if row is None or row.tenant != self.tenant:
+            raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
+        return row
+
+    def _take_quota(self, scope: str, subject: str, limit: int, now: float) -> None:
+        wait = quotas.take(self.s.db, scope, f"{self.tenant}/{subject}", limit, now)
+        self._telemetry(
+            "quota.decision", scope=scope, outcome="refused" if wait else "allowed", actor=subject
+        )
+        if wait is not None:
+            raise ProblemError(
+                429,
+                "rate_limited",
+                f"the {scope.replace('_', ' ')} quota is "
+                f"{limit} per minute; retry after the Retry-After delay",
+                retry_after=wait,
+            )
+
+    def _allocate(self, device_id: str | None, origins: list[str], profile_hash: str) -> Device:
+        devices = credentials.tenant_devices(self.s.db, self.tenant)
+        if device_id is not None:
+            devices = [d for d in devices if d.device_id == device_id]
+            if not devices:
+                raise ProblemError(
+                    404, "device_not_found", f"device {device_id!r} is not enrolled in your tenant"
+                )
+        online = [
+            d
+            for d in devices
+            if d.online
+            and 2 in d.protocol_versions
+            and UNATTENDED_CAPABILITIES <= set(d.capabilities)
+        ]
+        fitting = [d for d in online if _policy_admits(d.local_policy, origins)]
+        if device_id is not None and online and not fitting:
+            raise ProblemError(
+                409,
+                "origin_conflict",
+                "the device's local origin policy does not admit these origins",
+            )
+        if not fitting:
+            self._telemetry("allocation.refused", outcome="refused", reason="no_device")
+            raise ProblemError(
+                503,
+                "no_device_available",
+                "no compatible device is online; retry later with the same Idempotency-Key",
+                retry_after=5,
+            )
+        candidates: list[tuple[int, float, str, Device]] = []
+        conflict: str | None = None
+        full = 0
+        for device in fitting:
+            leases = store.holding_capacity(self.s.db, self.tenant, device.device_id)
+            if len(leases) >= DEVICE_CAPACITY:
+                full += 1
+                continue
+            clash = _conflict(leases, origins, profile_hash)
+            if clash is not None:
+                conflict = conflict or clash
+                continue
+            candidates.append((len(leases), device.last_assigned_at, device.device_id, device))
+        if candidates:
+            return min(candidates, key=lambda c: c[:3])[3]
+        if conflict is not None and (device_id is not None or full < len(fitting)):
+            self._telemetry("allocation.refused", outcome="refused", reason=conflict)
+            raise ProblemError(409, conflict, _CONFLICT_DETAIL[conflict])
+        self._telemetry("allocation.refused", outcome="refused", reason="capacity_exhausted")
+        raise ProblemError(
+            429,
+            "capacity_exhausted",
+            "every compatible device already controls two tabs; retry later with "
+            "the same Idempotency-Key",
+            retry_after=30,
+        )
+
+    def _provision_frame(
+        self, session_id: str, lease_id: str, epoch: int, origins: list[str], now: float
+    ) -> m.DeviceServerProvision:
+        return m.DeviceServerProvision(
+            type="provision",
+            lease_id=uuid.UUID(lease_id),
+            session_id=uuid.UUID(session_id),
+            lease_epoch=epoch,
+            allowed_origins=origins,
+            deadline_at=utc(now + PROVISION_DEADLINE_S),
+        )
+
+    def _close_frame(self, row: SessionRow, reason: str) -> m.DeviceServerClose:
+        return m.DeviceServerClose(
+            type="close",
+            lease_id=uuid.UUID(row.lease_id),
+            session_id=uuid.UUID(row.session_id),
+            lease_epoch=max(1, row.lease_epoch),
+            reason=reason,  # type: ignore[arg-type]
+        )
+
+    def _ticket_frame(self, row: SessionRow, now: float) -> m.DeviceServerSessionTicket:
+        claims = _security.new_ticket_claims(
+            aud="session",
+            tenant=self.tenant,
+            device=row.device_id or "",
+            session=row.session_id,
+            lease=row.lease_id,
+            browser_epoch=row.browser_epoch or "",
+            lease_epoch=row.lease_epoch,
+            actor=f"session:{row.session_id}",
+            now=now,
+        )
+        ticket = _security.sign_ticket(self.s.keys, claims)
+        self._telemetry("ticket.minted", kind="session", session=row.session_id)
+        base = self.s.settings.socket_base_url
+        return m.DeviceServerSessionTicket(
+            type="session_ticket",
+            session_id=uuid.UUID(row.session_id),
+            lease_id=uuid.UUID(row.lease_id),
+            lease_epoch=row.lease_epoch,
+            ticket=ticket,
+            socket_url=f"{base}/v1/sessions/{row.session_id}/socket",
+            expires_at=utc(claims.exp),
+        )
+
+    def _telemetry(self, event: str, **fields: str | int | bool) -> None:
+        self.s.telemetry.emit(event, tenant=self.tenant, **fields)
+
+
+_CONFLICT_DETAIL = {
+    "origin_conflict": "these origins overlap a live session on the device; sessions sharing a "
+    "device need disjoint origin sets",
+    "profile_conflict": "a live session on the device already uses this profile-state key",
+}
+
+
+def _close_reason(reason: str) -> str:
+    return {"hard_expiry": "expired", "idle_expiry": "idle_expired"}.get(reason, "deleted")
+
+
+def _policy_admits(policy: dict[str, Any] | None, origins: list[str]) -> bool:
+    if policy is None:
+        return False
+    if policy.get("mode") == "any":
+        return True
+    return set(origins) <= set(policy.get("origins", []))
+
+
+def _conflict(leases: list[SessionRow], origins: list[str], profile_hash: str) -> str | None:
+    for lease in leases:
+        if lease.profile_hash is not None and lease.profile_hash == profile_hash:
+            return "profile_conflict"
+        if set(lease.allowed_origins) & set(origins):
+            return "origin_conflict"
+    return None

@@ -1,0 +1,210 @@
+"""`DeviceAgent`: the one authoritative device-control socket of an enrolled profile.
+
+A socket becomes authoritative only with a valid, unexpired, correctly addressed ticket whose JTI
+this agent consumes for the first time; a replayed or forged ticket is refused and never displaces
+the current connection. The first frame must be `hello` with the ticket's browser epoch. Lease
+decisions belong to the tenant's coordinator; this agent records liveness and relays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final, assert_never
+
+from pydantic import TypeAdapter, ValidationError
+
+from understudy._clock import utc
+from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
+from understudy._store import credentials, tickets
+from understudy.generated import models as m
+
+if TYPE_CHECKING:
+    from understudy._connection import Connection
+    from understudy._security import TicketClaims
+    from understudy._services import Services
+
+log = logging.getLogger(__name__)
+CLIENT_FRAMES: TypeAdapter[m.DeviceClientFrame] = TypeAdapter(m.DeviceClientFrame)
+HEARTBEAT_INTERVAL_MS: Final = 22_000
+
+
+class DeviceAgent:
+    def __init__(self, services: Services, tenant: str, device_id: str) -> None:
+        self.s = services
+        self.tenant = tenant
+        self.device_id = device_id
+        self._lock = asyncio.Lock()
+        self._conn: Connection | None = None
+        self._conn_serial = 0
+        self._browser_epoch: str | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
+        """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
+        async with self._lock:
+            now = self.s.clock.now()
+            with self.s.db.transaction():
+                fresh = tickets.consume_jti(self.s.db, claims.jti, claims.exp, now)
+                device = credentials.get_device(self.s.db, self.tenant, self.device_id)
+            if not fresh or device is None or device.revoked_at is not None:
+                reason = "replayed" if not fresh else "revoked"
+                self.s.telemetry.emit(
+                    "ticket.refused",
+                    tenant=self.tenant,
+                    device=self.device_id,
+                    kind="device",
+                    reason=reason,
+                )
+                return None
+            self.s.telemetry.emit(
+                "ticket.consumed", tenant=self.tenant, device=self.device_id, kind="device"
+            )
+            old, self._conn = self._conn, conn
+            self._conn_serial += 1
+            self._browser_epoch = claims.browser_epoch
+            serial = self._conn_serial
+        if old is not None:
+            with contextlib.suppress(Exception):
+                await old.close(CLOSE_SUPERSEDED, "superseded by a newer connection")
+        return serial
+
+    async def handle(self, serial: int, raw: str | bytes) -> None:
+        """One frame from connection `serial`; frames from a superseded connection are ignored."""
+        if serial != self._conn_serial or self._conn is None:
+            return
+        try:
+            frame = CLIENT_FRAMES.validate_json(raw)
+        except ValidationError as exc:
+            await self.send(
+                m.DeviceServerError(type="error", code="invalid_frame", message=_frame_error(exc))
+            )
+            return
+        await self._dispatch(serial, frame)
+
+    async def _dispatch(self, serial: int, frame: m.DeviceClientFrame) -> None:
+        coordinator = self.s.coordinator(self.tenant)
+        now = self.s.clock.now()
+        match frame:
+            case m.DeviceClientHello():
+                await self._hello(serial, frame)
+            case m.DeviceClientHeartbeat():
+                with self.s.db.transaction():
+                    credentials.device_seen(self.s.db, self.tenant, self.device_id, now)
+                await self.send(
+                    m.DeviceServerHeartbeatAck(
+                        type="heartbeat_ack", seq=frame.seq, server_time=utc(now)
+                    )
+                )
+            case m.DeviceClientProvisionAck():
+                await coordinator.provision_ack(self.device_id, frame)
+            case m.DeviceClientCloseAck():
+                if not await coordinator.close_ack(self.device_id, frame):
+                    await self.send(
+                        m.DeviceServerError(
+                            type="error",
+                            code="stale_lease_epoch",
+                            message="close_ack does not match a lease being closed",
+                        )
+                    )
+            case m.DeviceClientAttachRequest():
+                device = credentials.get_device(self.s.db, self.tenant, self.device_id)
+                if device is not None:
+                    await coordinator.attach_request(device, frame)
+            case m.DeviceClientRecoveryReport():
+                await coordinator.recovery_report(self.device_id, frame)
+            case m.DeviceClientLeaseReleased():
+                await coordinator.lease_released(
+                    self.device_id, frame.lease_id, frame.lease_epoch, frame.reason
+                )
+            case m.DeviceClientTicketRequest():
+                await coordinator.ticket_request(self.device_id, frame)
+            case m.DeviceClientHealth():
+                self.s.telemetry.emit(
+                    "device.connected",
+                    tenant=self.tenant,
+                    device=self.device_id,
+                    status=frame.status,
+                )
+            case m.DeviceClientError():
+                log.info("device reported error code=%s", frame.code)
+            case _:
+                assert_never(frame)
+
+    async def _hello(self, serial: int, hello: m.DeviceClientHello) -> None:
+        epoch = str(hello.browser_epoch)
+        if epoch != self._browser_epoch:
+            await self._refuse(serial, "hello.browserEpoch differs from the ticket's browser epoch")
+            return
+        now = self.s.clock.now()
+        with self.s.db.transaction():
+            before = credentials.get_device(self.s.db, self.tenant, self.device_id)
+            previous = before.browser_epoch if before is not None else None
+            connection_epoch = credentials.device_connected(
+                self.s.db,
+                self.tenant,
+                self.device_id,
+                now=now,
+                browser_epoch=epoch,
+                protocol_versions=sorted(set(hello.protocol_versions)),
+                capabilities=sorted(set(hello.capabilities)),
+                local_policy=hello.local_origin_policy.to_wire(),
+            )
+        version = max(hello.protocol_versions)
+        self.s.telemetry.emit(
+            "device.connected", tenant=self.tenant, device=self.device_id, protocol_version=version
+        )
+        await self.send(
+            m.DeviceServerWelcome(
+                type="welcome",
+                device_id=self.device_id,
+                protocol_version=version,
+                connection_epoch=connection_epoch,
+                heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                server_time=utc(now),
+            )
+        )
+        changed = previous is not None and previous != epoch
+        await self.s.coordinator(self.tenant).device_hello(self.device_id, hello, changed)
+
+    async def _refuse(self, serial: int, message: str) -> None:
+        await self.send(
+            m.DeviceServerError(type="error", code="not_authoritative", message=message)
+        )
+        await self.disconnected(serial, close=(CLOSE_NOT_AUTHORITATIVE, message))
+
+    async def send(self, frame: m.DeviceServerFrame) -> None:
+        """Send if a socket is authoritative; otherwise the coordinator resends on reconnect."""
+        conn = self._conn
+        if conn is None:
+            return
+        try:
+            await conn.send(frame)
+        except Exception:  # a dying socket; its reader reports the disconnect
+            log.debug("device send failed", exc_info=True)
+
+    async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
+        async with self._lock:
+            if serial != self._conn_serial or self._conn is None:
+                return
+            conn, self._conn = self._conn, None
+        self.s.telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await conn.close(*close)
+
+    async def shutdown(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                await conn.close(CLOSE_SHUTDOWN, "server shutting down")
+
+
+def _frame_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    path = "/".join(str(p) for p in first["loc"])
+    return f"{path}: {first['msg']}"[:2000]

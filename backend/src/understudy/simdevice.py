@@ -1,0 +1,352 @@
+"""A simulated device: an extension stand-in that speaks the generated frames over real sockets.
+
+It takes connect tickets over HTTP with its device credential, holds the device socket, answers
+`provision` with a fake tab, opens session sockets from `session_ticket` frames and acknowledges
+closes. Knobs make it slow, silent, refusing, disconnecting, or restarting with a new browser
+epoch, so tests, fault scenarios and benchmarks drive the backend exactly as the extension would.
+
+    device = SimulatedDevice(base_url, credential)
+    await device.connect()            # ticket -> socket -> hello -> welcome
+    ...                               # the backend provisions sessions on it
+    await device.restart_browser()    # new browser epoch, leases forgotten
+    await device.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httpx
+import websockets
+from pydantic import TypeAdapter
+
+from understudy.generated import models as m
+
+DEVICE_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
+SESSION_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
+ALL_CAPABILITIES = ["safe_write_v2", "dialogs_v1", "attended_v1", "unattended_v1"]
+_tab_ids = itertools.count(100)
+
+
+@dataclass
+class Lease:
+    session_id: str
+    lease_id: str
+    lease_epoch: int
+    tab_id: int
+    allowed_origins: list[str]
+    session_socket: Any = None
+    session_task: asyncio.Task[None] | None = None
+    session_frames: list[m.SessionServerFrame] = field(default_factory=list)
+
+
+@dataclass
+class Behaviour:
+    """How the simulated extension misbehaves. Defaults behave like a healthy extension."""
+
+    provision: Literal["ack", "refuse", "silent"] = "ack"
+    provision_delay_s: float = 0.0
+    close: Literal["ack", "silent"] = "ack"
+    open_session_sockets: bool = True
+    protocol_versions: list[int] = field(default_factory=lambda: [1, 2])
+    capabilities: list[str] = field(default_factory=lambda: list(ALL_CAPABILITIES))
+    local_origin_policy: dict[str, Any] = field(default_factory=lambda: {"mode": "any"})
+
+
+class SimulatedDevice:
+    def __init__(self, base_url: str, credential: str, behaviour: Behaviour | None = None) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.credential = credential
+        self.behaviour = behaviour or Behaviour()
+        self.browser_epoch = str(uuid.uuid4())
+        self.leases: dict[str, Lease] = {}
+        self.frames: list[m.DeviceServerFrame] = []
+        self.closed_leases: list[str] = []
+        self.session_errors: list[str] = []
+        self.welcome: m.DeviceServerWelcome | None = None
+        self._socket: Any = None
+        self._reader: asyncio.Task[None] | None = None
+        self._seq = 0
+        self._changed = asyncio.Condition()
+
+    # -- device socket -------------------------------------------------------------------------
+
+    async def ticket(self) -> m.ConnectTicket:
+        async with httpx.AsyncClient(base_url=self.base_url) as http:
+            response = await http.post(
+                "/v1/device/connect-ticket",
+                json={"browserEpoch": self.browser_epoch},
+                headers={"Authorization": f"Bearer {self.credential}"},
+            )
+        response.raise_for_status()
+        return m.ConnectTicket.model_validate_json(response.content)
+
+    async def connect(self, ticket: m.ConnectTicket | None = None) -> m.DeviceServerWelcome:
+        """Take a ticket (unless given), open the device socket, say hello, await welcome."""
+        ticket = ticket or await self.ticket()
+        self.welcome = None
+        self._socket = await websockets.connect(ticket.socket_url, open_timeout=5)
+        await self._send(self._hello())
+        self._reader = asyncio.create_task(self._read())
+        welcome: m.DeviceServerWelcome = await self.wait_for(lambda: self.welcome, within=5)
+        return welcome
+
+    def _hello(self) -> m.DeviceClientHello:
+        free = 2 - len(self.leases)
+        return m.DeviceClientHello.model_validate(
+            {
+                "type": "hello",
+                "protocolVersions": self.behaviour.protocol_versions,
+                "capabilities": self.behaviour.capabilities,
+                "browserEpoch": self.browser_epoch,
+                "extensionVersion": "0.0.0-sim",
+                "localOriginPolicy": self.behaviour.local_origin_policy,
+                "capacity": {"total": 2, "free": max(0, free)},
+                "leases": [
+                    {
+                        "leaseId": lease.lease_id,
+                        "sessionId": lease.session_id,
+                        "leaseEpoch": lease.lease_epoch,
+                        "tabId": lease.tab_id,
+                    }
+                    for lease in self.leases.values()
+                ],
+            }
+        )
+
+    async def heartbeat(self) -> None:
+        self._seq += 1
+        await self._send(
+            m.DeviceClientHeartbeat(
+                type="heartbeat", seq=self._seq, free_capacity=max(0, 2 - len(self.leases))
+            )
+        )
+
+    async def send_frame(self, frame: m.DeviceClientFrame | dict[str, Any]) -> None:
+        """Send any frame (or raw JSON object), for tests of the backend's refusals."""
+        if isinstance(frame, dict):
+            await self._socket.send(json.dumps(frame))
+        else:
+            await self._send(frame)
+
+    async def _send(self, frame: Any) -> None:
+        await self._socket.send(frame.to_wire_json())
+
+    async def _read(self) -> None:
+        socket = self._socket
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in socket:
+                frame = DEVICE_FRAMES.validate_json(raw)
+                self.frames.append(frame)
+                await self._on_frame(frame)
+                async with self._changed:
+                    self._changed.notify_all()
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _on_frame(self, frame: m.DeviceServerFrame) -> None:
+        match frame:
+            case m.DeviceServerWelcome():
+                self.welcome = frame
+            case m.DeviceServerProvision():
+                asyncio.create_task(self._provision(frame))  # noqa: RUF006 - held by the loop
+            case m.DeviceServerClose():
+                lease = self.leases.pop(str(frame.lease_id), None)
+                if lease is not None:
+                    await self._close_session_socket(lease)
+                self.closed_leases.append(str(frame.lease_id))
+                if self.behaviour.close == "ack":
+                    await self._send(
+                        m.DeviceClientCloseAck(
+                            type="close_ack", lease_id=frame.lease_id, lease_epoch=frame.lease_epoch
+                        )
+                    )
+            case m.DeviceServerSessionTicket():
+                lease = self.leases.get(str(frame.lease_id))
+                if lease is not None and self.behaviour.open_session_sockets:
+                    try:
+                        await self._open_session(lease, frame)
+                    except (OSError, websockets.InvalidHandshake) as exc:
+                        # As the extension does: note it and ask for a fresh ticket once.
+                        self.session_errors.append(repr(exc))
+                        if len(self.session_errors) < 3:
+                            await self._send(
+                                m.DeviceClientTicketRequest(
+                                    type="ticket_request",
+                                    session_id=frame.session_id,
+                                    lease_id=frame.lease_id,
+                                    lease_epoch=frame.lease_epoch,
+                                )
+                            )
+            case (
+                m.DeviceServerAttachResult() | m.DeviceServerHeartbeatAck() | m.DeviceServerError()
+            ):
+                pass
+
+    async def _provision(self, frame: m.DeviceServerProvision) -> None:
+        if self.behaviour.provision_delay_s:
+            await asyncio.sleep(self.behaviour.provision_delay_s)
+        if self.behaviour.provision == "silent":
+            return
+        if self.behaviour.provision == "refuse":
+            await self._send(
+                m.DeviceClientProvisionAck(
+                    type="provision_ack",
+                    lease_id=frame.lease_id,
+                    session_id=frame.session_id,
+                    lease_epoch=frame.lease_epoch,
+                    browser_epoch=uuid.UUID(self.browser_epoch),
+                    outcome="refused",
+                    error=m.ErrorInfo(code="no_window", message="refused"),
+                )
+            )
+            return
+        lease = self.leases.get(str(frame.lease_id))
+        if lease is None or lease.lease_epoch != frame.lease_epoch:
+            lease = Lease(
+                str(frame.session_id),
+                str(frame.lease_id),
+                frame.lease_epoch,
+                next(_tab_ids),
+                list(frame.allowed_origins),
+            )
+            self.leases[lease.lease_id] = lease
+        await self._send(
+            m.DeviceClientProvisionAck(
+                type="provision_ack",
+                lease_id=frame.lease_id,
+                session_id=frame.session_id,
+                lease_epoch=frame.lease_epoch,
+                browser_epoch=uuid.UUID(self.browser_epoch),
+                outcome="provisioned",
+                tab_id=lease.tab_id,
+            )
+        )
+
+    async def attach(self, session_id: str, tab_id: int = 7) -> m.DeviceServerAttachResult:
+        """A person attaches an existing tab to an attended session from the panel."""
+        request_id = uuid.uuid4()
+        await self._send(
+            m.DeviceClientAttachRequest(
+                type="attach_request",
+                request_id=request_id,
+                session_id=uuid.UUID(session_id),
+                tab_id=tab_id,
+                browser_epoch=uuid.UUID(self.browser_epoch),
+            )
+        )
+        result: m.DeviceServerAttachResult = await self.wait_for(
+            lambda: next(
+                (
+                    f
+                    for f in self.frames
+                    if isinstance(f, m.DeviceServerAttachResult) and f.request_id == request_id
+                ),
+                None,
+            ),
+            within=5,
+        )
+        if result.outcome == "attached":
+            lease = Lease(session_id, str(result.lease_id), result.lease_epoch or 1, tab_id, [])
+            self.leases[lease.lease_id] = lease
+            ticket = next(
+                (
+                    f
+                    for f in self.frames
+                    if isinstance(f, m.DeviceServerSessionTicket)
+                    and str(f.lease_id) == lease.lease_id
+                ),
+                None,
+            )
+            if ticket is not None and self.behaviour.open_session_sockets:
+                await self._open_session(lease, ticket)
+        return result
+
+    # -- session sockets -----------------------------------------------------------------------
+
+    async def _open_session(self, lease: Lease, ticket: m.DeviceServerSessionTicket) -> None:
+        await self._close_session_socket(lease)
+        socket = await websockets.connect(
+            f"{ticket.socket_url}?ticket={ticket.ticket}", open_timeout=5
+        )
+        lease.session_socket = socket
+        await socket.send(
+            m.SessionClientHello.model_validate(
+                {
+                    "type": "hello",
+                    "sessionId": lease.session_id,
+                    "leaseId": lease.lease_id,
+                    "leaseEpoch": lease.lease_epoch,
+                    "browserEpoch": self.browser_epoch,
+                    "protocolVersion": max(self.behaviour.protocol_versions),
+                    "capabilities": self.behaviour.capabilities,
+                    "tab": {
+                        "tabId": lease.tab_id,
+                        "url": "about:blank",
+                        "title": "",
+                        "active": False,
+                    },
+                    "journal": [],
+                }
+            ).to_wire_json()
+        )
+        lease.session_task = asyncio.create_task(self._read_session(lease, socket))
+
+    async def _read_session(self, lease: Lease, socket: Any) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            async for raw in socket:
+                lease.session_frames.append(SESSION_FRAMES.validate_json(raw))
+                async with self._changed:
+                    self._changed.notify_all()
+
+    async def _close_session_socket(self, lease: Lease) -> None:
+        if lease.session_socket is not None:
+            with contextlib.suppress(Exception):
+                await lease.session_socket.close()
+            lease.session_socket = None
+
+    # -- faults ----------------------------------------------------------------------------------
+
+    async def disconnect(self) -> None:
+        """Drop every socket, as a service-worker eviction would; leases are kept."""
+        for lease in self.leases.values():
+            await self._close_session_socket(lease)
+        if self._socket is not None:
+            await self._socket.close()
+        if self._reader is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reader
+
+    async def restart_browser(self) -> m.DeviceServerWelcome:
+        """A browser restart: a new browser epoch, every lease and tab forgotten, reconnect."""
+        await self.disconnect()
+        self.leases.clear()
+        self.browser_epoch = str(uuid.uuid4())
+        return await self.connect()
+
+    async def stop(self) -> None:
+        await self.disconnect()
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    async def wait_for(self, predicate: Any, within: float = 5.0) -> Any:
+        """Wait until `predicate()` returns something truthy (re-checked on every frame)."""
+
+        async def loop() -> Any:
+            async with self._changed:
+                while True:
+                    value = predicate()
+                    if value:
+                        return value
+                    await self._changed.wait()
+
+        return await asyncio.wait_for(loop(), within)
+
+    def frames_of(self, kind: type[Any]) -> list[Any]:
+        return [f for f in self.frames if isinstance(f, kind)]

@@ -1,0 +1,145 @@
+"""Checks of meaning that a schema validator does not make.
+
+Each failure raises `SpecError` naming the file and the definition, so a mistake in the spec is
+reported where it was made, not as a confusing error from a downstream generator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+from openapi_spec_validator import validate as validate_openapi
+
+from codegen._bundle import OPENAPI, Spec, SpecError, resolve
+
+Json = dict[str, Any]
+KINDS = {"read", "write"}
+
+
+def check_meaning(spec: Spec) -> None:
+    try:
+        validate_openapi(spec.openapi, base_uri=OPENAPI.as_uri())
+    except Exception as exc:  # the validator raises several unrelated types
+        raise SpecError(f"openapi.yaml: {exc}") from exc
+    for fname, doc in spec.frame_files.items():
+        try:
+            jsonschema.Draft202012Validator.check_schema(doc)
+        except jsonschema.SchemaError as exc:
+            raise SpecError(f"frames/{fname}: {exc.message} at {exc.json_path}") from exc
+    _check_examples(spec)
+    for name, schema in spec.defs.items():
+        if "discriminator" in schema:
+            _check_discriminator(spec, name, schema)
+    _check_catalog(spec)
+    _check_problems(spec)
+
+
+def _check_examples(spec: Spec) -> None:
+    for name, schema in spec.defs.items():
+        examples = schema.get("examples")
+        if not examples:
+            raise SpecError(f"{spec.origin[name]}: every schema carries `examples`")
+        validator = jsonschema.Draft202012Validator(
+            {**schema, "$defs": spec.defs}, format_checker=jsonschema.FormatChecker()
+        )
+        for i, example in enumerate(examples):
+            error = jsonschema.exceptions.best_match(validator.iter_errors(example))
+            if error is not None:
+                raise SpecError(
+                    f"{spec.origin[name]}: examples[{i}] {error.json_path}: {error.message}"
+                )
+
+
+def _check_discriminator(spec: Spec, name: str, schema: Json) -> None:
+    where = spec.origin[name]
+    prop = schema["discriminator"]["propertyName"]
+    mapping = schema["discriminator"].get("mapping")
+    if not mapping:
+        raise SpecError(f"{where}: a discriminator needs an explicit mapping")
+    branches = [b["$ref"] for b in schema.get("oneOf", [])]
+    if set(branches) != set(mapping.values()):
+        raise SpecError(f"{where}: oneOf branches and discriminator mapping differ")
+    for value, ref in mapping.items():
+        branch = resolve(spec, {"$ref": ref})
+        field = branch.get("properties", {}).get(prop, {})
+        field = resolve(spec, field) if "$ref" in field else field
+        allowed = [field["const"]] if "const" in field else field.get("enum", [])
+        if value not in allowed:
+            raise SpecError(
+                f"{where}: mapping {value!r} -> {ref} but that branch's {prop!r} is {allowed}"
+            )
+        if prop not in branch.get("required", []):
+            raise SpecError(f"{where}: branch {ref} must require {prop!r}")
+
+
+def _check_catalog(spec: Spec) -> None:
+    kinds: dict[str, str] = {}
+    for ref in spec.defs["Command"]["discriminator"]["mapping"].values():
+        branch = resolve(spec, {"$ref": ref})
+        kind = branch.get("x-understudy-kind")
+        if kind not in KINDS:
+            raise SpecError(f"{ref}: x-understudy-kind must be read or write, not {kind!r}")
+        kinds[branch["properties"]["name"]["const"]] = kind
+    for enum_name, want in (
+        ("CommandName", set(kinds)),
+        ("ReadCommandName", {n for n, k in kinds.items() if k == "read"}),
+        ("WriteCommandName", {n for n, k in kinds.items() if k == "write"}),
+    ):
+        if set(spec.defs[enum_name]["enum"]) != want:
+            raise SpecError(f"{spec.origin[enum_name]}: enum must list exactly {sorted(want)}")
+    results = spec.defs["CommandResult"]["discriminator"]["mapping"]
+    if set(results) != set(kinds):
+        raise SpecError(
+            f"{spec.origin['CommandResult']}: mapping must cover every command: "
+            f"missing {sorted(set(kinds) - set(results))}"
+        )
+
+
+def response_problem_codes(spec: Spec, response: Json) -> list[str]:
+    """The `code` values a problem+json response may carry ([] when it is not a problem)."""
+    response = _component(spec, response)
+    content = response.get("content", {}).get("application/problem+json")
+    if content is None:
+        return []
+    schema = _schema(spec, content["schema"])
+    for part in schema.get("allOf", []):
+        code = part.get("properties", {}).get("code", {})
+        if "const" in code:
+            return [code["const"]]
+        if "enum" in code:
+            return list(code["enum"])
+    return []
+
+
+def _check_problems(spec: Spec) -> None:
+    for path, item in spec.openapi["paths"].items():
+        for method, op in item.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            where = f"openapi.yaml#/paths/{path}/{method}"
+            if "operationId" not in op:
+                raise SpecError(f"{where}: missing operationId")
+            for status, response in op["responses"].items():
+                resolved = _component(spec, response)
+                if int(status) >= 400 and "application/problem+json" in resolved.get("content", {}):
+                    if not response_problem_codes(spec, response):
+                        raise SpecError(
+                            f"{where}/responses/{status}: problem without a `code` list"
+                        )
+                if int(status) >= 400 and not resolved.get("content"):
+                    raise SpecError(f"{where}/responses/{status}: an error must have a body")
+
+
+def _component(spec: Spec, node: Json) -> Json:
+    while "$ref" in node and node["$ref"].startswith("#/components/"):
+        kind, name = node["$ref"].removeprefix("#/components/").split("/", 1)
+        node = spec.openapi["components"][kind][name]
+    return node
+
+
+def _schema(spec: Spec, node: Json) -> Json:
+    ref = node.get("$ref", "")
+    if ref.startswith("#/components/schemas/"):
+        return spec.defs[ref.rsplit("/", 1)[1]]
+    return node

@@ -1,0 +1,159 @@
+"""Typed arguments to catalog commands: one builder per command, shared by Session and AsyncSession.
+
+Each builder validates its arguments with the generated model, so a bad argument fails here, before
+anything is sent, as a `UsageError` that names the field.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Literal, ParamSpec, TypeVar
+
+from pydantic import ValidationError
+
+from understudy_connector._exceptions import UsageError
+from understudy_connector.generated import models as m
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+P = ParamSpec("P")
+C = TypeVar("C")
+
+Button = Literal["left", "middle", "right"]
+Modifier = Literal["Alt", "Control", "Meta", "Shift"]
+ImageFormat = Literal["png", "jpeg"]
+
+
+def invalid_arguments(command: str, error: ValidationError) -> UsageError:
+    """A `UsageError` naming each rejected argument (wire names) and the rule it broke."""
+    problems = "; ".join(
+        f"{'.'.join(str(part) for part in item['loc']) or 'arguments'}: {item['msg']}"
+        for item in error.errors()
+    )
+    return UsageError(f"invalid arguments for {command}: {problems}")
+
+
+def _checked(command: str) -> Callable[[Callable[P, C]], Callable[P, C]]:
+    def decorate(build: Callable[P, C]) -> Callable[P, C]:
+        @functools.wraps(build)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> C:
+            try:
+                return build(*args, **kwargs)
+            except ValidationError as exc:
+                raise invalid_arguments(command, exc) from None
+
+        return checked
+
+    return decorate
+
+
+@_checked("hello")
+def hello() -> m.HelloCommand:
+    return m.HelloCommand(name="hello")
+
+
+@_checked("get_tabs")
+def get_tabs() -> m.GetTabsCommand:
+    return m.GetTabsCommand(name="get_tabs")
+
+
+@_checked("snapshot")
+def snapshot(*, interactive_only: bool, max_nodes: int) -> m.SnapshotCommand:
+    return m.SnapshotCommand(
+        name="snapshot", interactive_only=interactive_only, max_nodes=max_nodes
+    )
+
+
+@_checked("screenshot")
+def screenshot(*, format: ImageFormat, quality: int | None, max_width: int) -> m.ScreenshotCommand:
+    return m.ScreenshotCommand(
+        name="screenshot", format=format, quality=quality, max_width=max_width
+    )
+
+
+@_checked("wait_for")
+def wait_for(
+    *, text: str | None, text_gone: str | None, url_contains: str | None, timeout_ms: int
+) -> m.WaitForCommand:
+    given = [value for value in (text, text_gone, url_contains) if value is not None]
+    if len(given) != 1:
+        raise UsageError("wait_for needs exactly one of text, text_gone or url_contains")
+    condition: m.TextCondition | m.UrlCondition
+    if text is not None:
+        condition = m.TextCondition(kind="text_appears", text=text)
+    elif text_gone is not None:
+        condition = m.TextCondition(kind="text_disappears", text=text_gone)
+    else:
+        condition = m.UrlCondition(kind="url_matches", url_contains=given[0])
+    return m.WaitForCommand(name="wait_for", condition=condition, timeout_ms=timeout_ms)
+
+
+@_checked("navigate")
+def navigate(url: str) -> m.NavigateCommand:
+    return m.NavigateCommand(name="navigate", url=url)
+
+
+@_checked("go_back")
+def go_back() -> m.GoBackCommand:
+    return m.GoBackCommand(name="go_back")
+
+
+@_checked("go_forward")
+def go_forward() -> m.GoForwardCommand:
+    return m.GoForwardCommand(name="go_forward")
+
+
+@_checked("reload")
+def reload() -> m.ReloadCommand:
+    return m.ReloadCommand(name="reload")
+
+
+@_checked("click")
+def click(ref: str, *, button: Button, click_count: int) -> m.ClickCommand:
+    return m.ClickCommand(name="click", ref=ref, button=button, click_count=click_count)
+
+
+@_checked("hover")
+def hover(ref: str) -> m.HoverCommand:
+    return m.HoverCommand(name="hover", ref=ref)
+
+
+@_checked("type")
+def type_text(ref: str, text: str, *, submit: bool) -> m.TypeCommand:
+    return m.TypeCommand(name="type", ref=ref, text=text, submit=submit)
+
+
+@_checked("fill")
+def fill(ref: str, value: str) -> m.FillCommand:
+    return m.FillCommand(name="fill", ref=ref, value=value)
+
+
+@_checked("fill_secret")
+def fill_secret(ref: str, secret_ref: str) -> m.FillSecretCommand:
+    return m.FillSecretCommand(name="fill_secret", ref=ref, secret_ref=secret_ref)
+
+
+@_checked("press_key")
+def press_key(key: str, *, modifiers: Sequence[Modifier]) -> m.PressKeyCommand:
+    return m.PressKeyCommand(name="press_key", key=key, modifiers=list(modifiers) or None)
+
+
+@_checked("select_option")
+def select_option(ref: str, values: Sequence[str]) -> m.SelectOptionCommand:
+    return m.SelectOptionCommand(name="select_option", ref=ref, values=list(values))
+
+
+@_checked("set_checked")
+def set_checked(ref: str, checked: bool) -> m.SetCheckedCommand:
+    return m.SetCheckedCommand(name="set_checked", ref=ref, checked=checked)
+
+
+@_checked("scroll")
+def scroll(*, ref: str | None, delta_x: int, delta_y: int) -> m.ScrollCommand:
+    return m.ScrollCommand(name="scroll", ref=ref, delta_x=delta_x, delta_y=delta_y)
+
+
+@_checked("switch_tab")
+def switch_tab(tab_id: int) -> m.SwitchTabCommand:
+    return m.SwitchTabCommand(name="switch_tab", tab_id=tab_id)

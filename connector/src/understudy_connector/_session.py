@@ -1,0 +1,516 @@
+"""`Session` and `AsyncSession`: one browser session, created on enter and always deleted on exit.
+
+Each catalog command is a method with typed arguments and a typed result (`snapshot()` returns the
+generated `SnapshotResult`; its refs are plain strings passed back to `click()`, `fill()`, ...).
+Writes take `dry_run=True` for a preview that acts on nothing. The policies behind the methods are
+shared with the clients; the two classes only differ in blocking versus awaiting.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import anyio
+
+from understudy_connector import _commands as build
+from understudy_connector._audit import AuditScope
+from understudy_connector._exceptions import SessionClosedError
+from understudy_connector._governed import Governance, expect, governed_command
+from understudy_connector._lifecycle import SessionLifecycle, SessionState
+from understudy_connector._session_flow import close_session, get_session, open_session
+from understudy_connector.generated.models import (
+    GetTabsResult,
+    HelloResult,
+    ScreenshotResult,
+    SessionTombstone,
+    SnapshotResult,
+    WaitForResult,
+    WriteResult,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import TracebackType
+    from typing import Self
+    from uuid import UUID
+
+    from understudy_connector._audit import AuditHook
+    from understudy_connector._client import AsyncClient, Client
+    from understudy_connector._commands import Button, ImageFormat, Modifier
+    from understudy_connector._flow import Flow, FlowContext
+    from understudy_connector._hooks import ApproveHook
+    from understudy_connector.generated import models
+
+CLEANUP_TIMEOUT = 60.0
+"""Seconds an AsyncSession's exit may spend deleting the session, even when cancelled."""
+
+
+class _SessionBase:
+    def __init__(
+        self,
+        body: models.UnattendedSessionRequest | None,
+        idempotency_key: UUID | None,
+        *,
+        approve: ApproveHook | None,
+        preview_writes: bool,
+        audit: AuditHook | None,
+        ctx: FlowContext,
+    ) -> None:
+        self._life = SessionLifecycle()
+        self._body = body
+        self._key = idempotency_key
+        self._governance = Governance(approve=approve, preview_writes=preview_writes)
+        self._audit = audit
+        self._ctx = ctx
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self._life.session_id}, state={self._life.state.value})"
+
+    @property
+    def id(self) -> UUID:
+        """The session id.
+
+        Raises:
+            SessionClosedError: The session was never created.
+        """
+        if self._life.session_id is None:
+            raise SessionClosedError("this session was never created")
+        return self._life.session_id
+
+    @property
+    def state(self) -> SessionState:
+        """Where this object is in its life: new, open, ended (`410`) or closed."""
+        return self._life.state
+
+    @property
+    def info(self) -> models.Session | None:
+        """The session as last read from the backend (at creation or `refresh()`)."""
+        return self._life.info
+
+    def _scope(self, operation: str) -> AuditScope:
+        session_id = self._life.session_id
+        return AuditScope(
+            operation=operation,
+            session_id=None if session_id is None else str(session_id),
+            include_content=self._ctx.audit_content,
+        )
+
+    def _open_flow(self) -> Flow[models.Session]:
+        return open_session(
+            self._ctx, self._scope("createSession"), self._life, self._body, self._key
+        )
+
+    def _close_flow(self) -> Flow[models.Session | SessionTombstone | None]:
+        return close_session(self._ctx, self._scope("deleteSession"), self._life)
+
+    def _refresh_flow(self) -> Flow[models.Session | SessionTombstone]:
+        session_id = self.id
+        current = yield from get_session(self._ctx, self._scope("getSession"), session_id)
+        if isinstance(current, SessionTombstone):
+            self._life.ended()
+        else:
+            self._life.info = current
+        return current
+
+    def _command_flow(
+        self, command: models.Command, dry_run: bool, timeout: float | None
+    ) -> Flow[models.CommandResult]:
+        return governed_command(
+            self._ctx, self._life, self._governance, command, dry_run=dry_run, timeout=timeout
+        )
+
+
+def _note_cleanup_failure(exc: BaseException, session: _SessionBase, cleanup: Exception) -> None:
+    exc.add_note(f"deleting session {session._life.session_id} failed as well: {cleanup!r}")
+
+
+class Session(_SessionBase):
+    """A blocking browser session; use `Client.session()` to make one.
+
+    Example:
+        ```python
+        with client.session(
+            allowed_origins=["https://example.com"], profile_state_key="crm"
+        ) as s:
+            s.navigate("https://example.com/login")
+            page = s.snapshot(interactive_only=True)
+        ```
+    """
+
+    def __init__(
+        self,
+        client: Client,
+        body: models.UnattendedSessionRequest | None,
+        idempotency_key: UUID | None,
+        *,
+        approve: ApproveHook | None,
+        preview_writes: bool,
+        audit: AuditHook | None,
+        ctx: FlowContext,
+    ) -> None:
+        super().__init__(
+            body,
+            idempotency_key,
+            approve=approve,
+            preview_writes=preview_writes,
+            audit=audit,
+            ctx=ctx,
+        )
+        self._client = client
+
+    def __enter__(self) -> Self:
+        return self.open()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except Exception as cleanup:
+            # The caller's exception wins; the failed cleanup rides along as a note.
+            _note_cleanup_failure(exc, self, cleanup)
+
+    def open(self) -> Self:
+        """Create the session (waiting while it provisions)."""
+        self._client._drive(self._open_flow(), audit=self._audit)
+        return self
+
+    def close(self) -> models.Session | SessionTombstone | None:
+        """Delete the session; a second call sends nothing."""
+        return self._client._drive(self._close_flow(), audit=self._audit)
+
+    def refresh(self) -> models.Session | SessionTombstone:
+        """Read the session again (status, dialogs, whether writes are blocked)."""
+        return self._client._drive(self._refresh_flow(), audit=self._audit)
+
+    def execute(
+        self,
+        command: models.Command,
+        *,
+        dry_run: bool = False,
+        command_timeout: float | None = None,
+    ) -> models.CommandResult:
+        """Run any catalog command (a generated command model) and return its result.
+
+        Raises:
+            SessionClosedError: The session is not open; nothing was sent.
+            WriteRefused: The approval hook refused the write.
+            CommandFailed: The outcome is `failed`; `code` says why.
+            CommandOutcomeUnknown: A write may have happened; never retried.
+            OutcomeTimeout: Still pending after the timeout; it may still complete.
+            SessionTerminal: The session ended; this object is now `ended`.
+        """
+        return self._client._drive(
+            self._command_flow(command, dry_run, command_timeout),
+            audit=self._audit,
+            approve=self._governance.approve,
+        )
+
+    def hello(self) -> HelloResult:
+        """Describe the tab, the protocol and the capabilities in force."""
+        return expect(self.execute(build.hello()), HelloResult, "hello")
+
+    def get_tabs(self) -> GetTabsResult:
+        """List the tabs this session controls: always exactly its own tab."""
+        return expect(self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
+
+    def snapshot(self, *, interactive_only: bool = False, max_nodes: int = 1000) -> SnapshotResult:
+        """The accessibility tree with element refs of the current document generation."""
+        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
+        return expect(self.execute(command), SnapshotResult, "snapshot")
+
+    def screenshot(
+        self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280
+    ) -> ScreenshotResult:
+        """A bounded viewport screenshot (base64 in `data`)."""
+        command = build.screenshot(format=format, quality=quality, max_width=max_width)
+        return expect(self.execute(command), ScreenshotResult, "screenshot")
+
+    def wait_for(
+        self,
+        *,
+        text: str | None = None,
+        text_gone: str | None = None,
+        url_contains: str | None = None,
+        timeout_ms: int = 5000,
+    ) -> WaitForResult:
+        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        command = build.wait_for(
+            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+        )
+        return expect(self.execute(command), WaitForResult, "wait_for")
+
+    def navigate(self, url: str, *, dry_run: bool = False) -> WriteResult:
+        """Load `url`; its origin must be one of the session's allowed origins."""
+        return self._write(build.navigate(url), dry_run)
+
+    def go_back(self, *, dry_run: bool = False) -> WriteResult:
+        """Go back one history entry."""
+        return self._write(build.go_back(), dry_run)
+
+    def go_forward(self, *, dry_run: bool = False) -> WriteResult:
+        """Go forward one history entry."""
+        return self._write(build.go_forward(), dry_run)
+
+    def reload(self, *, dry_run: bool = False) -> WriteResult:
+        """Reload the document."""
+        return self._write(build.reload(), dry_run)
+
+    def click(
+        self, ref: str, *, button: Button = "left", click_count: int = 1, dry_run: bool = False
+    ) -> WriteResult:
+        """Click the element `ref` names."""
+        return self._write(build.click(ref, button=button, click_count=click_count), dry_run)
+
+    def hover(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move the pointer over the element `ref` names."""
+        return self._write(build.hover(ref), dry_run)
+
+    def type(
+        self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False
+    ) -> WriteResult:
+        """Type `text` key by key into the element `ref` names; `submit` presses Enter after."""
+        return self._write(build.type_text(ref, text, submit=submit), dry_run)
+
+    def fill(self, ref: str, value: str, *, dry_run: bool = False) -> WriteResult:
+        """Replace the value of the editable element `ref` names."""
+        return self._write(build.fill(ref, value), dry_run)
+
+    def fill_secret(self, ref: str, secret_ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Fill the element `ref` names with the vaulted secret `secret_ref` (`vault:name`)."""
+        return self._write(build.fill_secret(ref, secret_ref), dry_run)
+
+    def press_key(
+        self, key: str, *, modifiers: Sequence[Modifier] = (), dry_run: bool = False
+    ) -> WriteResult:
+        """Press one key (a DOM `KeyboardEvent.key` value) with optional modifiers."""
+        return self._write(build.press_key(key, modifiers=modifiers), dry_run)
+
+    def select_option(
+        self, ref: str, values: Sequence[str], *, dry_run: bool = False
+    ) -> WriteResult:
+        """Select the options with these values in the `<select>` `ref` names."""
+        return self._write(build.select_option(ref, values), dry_run)
+
+    def set_checked(self, ref: str, checked: bool, *, dry_run: bool = False) -> WriteResult:
+        """Check or uncheck the checkbox or radio button `ref` names."""
+        return self._write(build.set_checked(ref, checked), dry_run)
+
+    def scroll(
+        self,
+        *,
+        ref: str | None = None,
+        delta_x: int = 0,
+        delta_y: int = 0,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Scroll the page by a delta, or bring the element `ref` names into view."""
+        return self._write(build.scroll(ref=ref, delta_x=delta_x, delta_y=delta_y), dry_run)
+
+    def switch_tab(self, tab_id: int, *, dry_run: bool = False) -> WriteResult:
+        """Bring the session's own tab to the front."""
+        return self._write(build.switch_tab(tab_id), dry_run)
+
+    def _write(self, command: models.Command, dry_run: bool) -> WriteResult:
+        return expect(self.execute(command, dry_run=dry_run), WriteResult, command.name)
+
+
+class AsyncSession(_SessionBase):
+    """An asyncio browser session; use `AsyncClient.session()` to make one.
+
+    Example:
+        ```python
+        async with client.session(
+            allowed_origins=["https://example.com"], profile_state_key="crm"
+        ) as s:
+            await s.navigate("https://example.com/login")
+            page = await s.snapshot(interactive_only=True)
+        ```
+    """
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        body: models.UnattendedSessionRequest | None,
+        idempotency_key: UUID | None,
+        *,
+        approve: ApproveHook | None,
+        preview_writes: bool,
+        audit: AuditHook | None,
+        ctx: FlowContext,
+    ) -> None:
+        super().__init__(
+            body,
+            idempotency_key,
+            approve=approve,
+            preview_writes=preview_writes,
+            audit=audit,
+            ctx=ctx,
+        )
+        self._client = client
+
+    async def __aenter__(self) -> Self:
+        return await self.open()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            await self._cleanup()
+            return
+        try:
+            await self._cleanup()
+        except Exception as cleanup:
+            _note_cleanup_failure(exc, self, cleanup)
+
+    async def _cleanup(self) -> None:
+        # Shielded: a cancelled caller (a timeout, a server shutting down) must still release the
+        # session, or it holds device capacity until its idle expiry. Bounded, so it cannot hang.
+        with anyio.fail_after(CLEANUP_TIMEOUT, shield=True):
+            await self.close()
+
+    async def open(self) -> Self:
+        """Create the session (waiting while it provisions)."""
+        await self._client._drive(self._open_flow(), audit=self._audit)
+        return self
+
+    async def close(self) -> models.Session | SessionTombstone | None:
+        """Delete the session; a second call sends nothing."""
+        return await self._client._drive(self._close_flow(), audit=self._audit)
+
+    async def refresh(self) -> models.Session | SessionTombstone:
+        """Read the session again (status, dialogs, whether writes are blocked)."""
+        return await self._client._drive(self._refresh_flow(), audit=self._audit)
+
+    async def execute(
+        self,
+        command: models.Command,
+        *,
+        dry_run: bool = False,
+        command_timeout: float | None = None,
+    ) -> models.CommandResult:
+        """Run any catalog command and return its result; see `Session.execute`."""
+        return await self._client._drive(
+            self._command_flow(command, dry_run, command_timeout),
+            audit=self._audit,
+            approve=self._governance.approve,
+        )
+
+    async def hello(self) -> HelloResult:
+        """Describe the tab, the protocol and the capabilities in force."""
+        return expect(await self.execute(build.hello()), HelloResult, "hello")
+
+    async def get_tabs(self) -> GetTabsResult:
+        """List the tabs this session controls: always exactly its own tab."""
+        return expect(await self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
+
+    async def snapshot(
+        self, *, interactive_only: bool = False, max_nodes: int = 1000
+    ) -> SnapshotResult:
+        """The accessibility tree with element refs of the current document generation."""
+        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
+        return expect(await self.execute(command), SnapshotResult, "snapshot")
+
+    async def screenshot(
+        self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280
+    ) -> ScreenshotResult:
+        """A bounded viewport screenshot (base64 in `data`)."""
+        command = build.screenshot(format=format, quality=quality, max_width=max_width)
+        return expect(await self.execute(command), ScreenshotResult, "screenshot")
+
+    async def wait_for(
+        self,
+        *,
+        text: str | None = None,
+        text_gone: str | None = None,
+        url_contains: str | None = None,
+        timeout_ms: int = 5000,
+    ) -> WaitForResult:
+        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        command = build.wait_for(
+            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+        )
+        return expect(await self.execute(command), WaitForResult, "wait_for")
+
+    async def navigate(self, url: str, *, dry_run: bool = False) -> WriteResult:
+        """Load `url`; its origin must be one of the session's allowed origins."""
+        return await self._write(build.navigate(url), dry_run)
+
+    async def go_back(self, *, dry_run: bool = False) -> WriteResult:
+        """Go back one history entry."""
+        return await self._write(build.go_back(), dry_run)
+
+    async def go_forward(self, *, dry_run: bool = False) -> WriteResult:
+        """Go forward one history entry."""
+        return await self._write(build.go_forward(), dry_run)
+
+    async def reload(self, *, dry_run: bool = False) -> WriteResult:
+        """Reload the document."""
+        return await self._write(build.reload(), dry_run)
+
+    async def click(
+        self, ref: str, *, button: Button = "left", click_count: int = 1, dry_run: bool = False
+    ) -> WriteResult:
+        """Click the element `ref` names."""
+        return await self._write(build.click(ref, button=button, click_count=click_count), dry_run)
+
+    async def hover(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move the pointer over the element `ref` names."""
+        return await self._write(build.hover(ref), dry_run)
+
+    async def type(
+        self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False
+    ) -> WriteResult:
+        """Type `text` key by key into the element `ref` names; `submit` presses Enter after."""
+        return await self._write(build.type_text(ref, text, submit=submit), dry_run)
+
+    async def fill(self, ref: str, value: str, *, dry_run: bool = False) -> WriteResult:
+        """Replace the value of the editable element `ref` names."""
+        return await self._write(build.fill(ref, value), dry_run)
+
+    async def fill_secret(self, ref: str, secret_ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Fill the element `ref` names with the vaulted secret `secret_ref` (`vault:name`)."""
+        return await self._write(build.fill_secret(ref, secret_ref), dry_run)
+
+    async def press_key(
+        self, key: str, *, modifiers: Sequence[Modifier] = (), dry_run: bool = False
+    ) -> WriteResult:
+        """Press one key (a DOM `KeyboardEvent.key` value) with optional modifiers."""
+        return await self._write(build.press_key(key, modifiers=modifiers), dry_run)
+
+    async def select_option(
+        self, ref: str, values: Sequence[str], *, dry_run: bool = False
+    ) -> WriteResult:
+        """Select the options with these values in the `<select>` `ref` names."""
+        return await self._write(build.select_option(ref, values), dry_run)
+
+    async def set_checked(self, ref: str, checked: bool, *, dry_run: bool = False) -> WriteResult:
+        """Check or uncheck the checkbox or radio button `ref` names."""
+        return await self._write(build.set_checked(ref, checked), dry_run)
+
+    async def scroll(
+        self,
+        *,
+        ref: str | None = None,
+        delta_x: int = 0,
+        delta_y: int = 0,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Scroll the page by a delta, or bring the element `ref` names into view."""
+        return await self._write(build.scroll(ref=ref, delta_x=delta_x, delta_y=delta_y), dry_run)
+
+    async def switch_tab(self, tab_id: int, *, dry_run: bool = False) -> WriteResult:
+        """Bring the session's own tab to the front."""
+        return await self._write(build.switch_tab(tab_id), dry_run)
+
+    async def _write(self, command: models.Command, dry_run: bool) -> WriteResult:
+        return expect(await self.execute(command, dry_run=dry_run), WriteResult, command.name)

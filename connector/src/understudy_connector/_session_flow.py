@@ -1,0 +1,237 @@
+"""Policies of the session and device operations: create (with its retries), read, delete, list.
+
+Creation follows spec/openapi.yaml: an unattended request carries one `Idempotency-Key`, drawn once
+per logical call, and is repeated with the same key and body after a network error or a
+`503 no_device_available`; a `202` (or a replay still provisioning) is followed by polling
+`Location` after `Retry-After` until the session leaves `allocating` / `provisioning`. An attended
+request has no key, so a network error is not repeated (it could create a second session).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import httpx
+
+from understudy_connector import _responses
+from understudy_connector._exceptions import (
+    NoDeviceAvailable,
+    ProvisioningTimeout,
+    SessionNotFound,
+    SessionTerminal,
+    UnderstudyError,
+    UsageError,
+)
+from understudy_connector._flow import (
+    Flow,
+    FlowContext,
+    Send,
+    audited,
+    exchange,
+    sleep,
+    unreachable,
+)
+from understudy_connector._lifecycle import SessionLifecycle, SessionState
+from understudy_connector.generated.models import (
+    DeviceList,
+    Problem,
+    Session,
+    SessionTombstone,
+)
+
+if TYPE_CHECKING:
+    from uuid import UUID
+
+    from understudy_connector._audit import AuditScope
+    from understudy_connector.generated.models import UnattendedSessionRequest
+
+PROVISIONING: Final = frozenset({"allocating", "provisioning"})
+
+
+def session_path(session_id: UUID) -> str:
+    """The path of one session."""
+    return f"/v1/sessions/{session_id}"
+
+
+def create_session(
+    ctx: FlowContext,
+    scope: AuditScope,
+    body: UnattendedSessionRequest | None,
+    idempotency_key: UUID | None,
+    *,
+    timeout: float | None = None,
+) -> Flow[Session]:
+    """Create a session (attended when `body` is None) and wait while it provisions."""
+    flow = _create(ctx, scope, body, idempotency_key, timeout)
+    session = yield from audited(ctx, scope, flow, lambda created: (created.status, None))
+    return session
+
+
+def get_session(
+    ctx: FlowContext, scope: AuditScope, session_id: UUID
+) -> Flow[Session | SessionTombstone]:
+    """The live session, or its tombstone once it ended (`410`)."""
+    reply = yield from _repeatable(ctx, scope, Send("GET", session_path(session_id)))
+    if reply.status_code == 200:
+        return _responses.parse(reply, Session, "getSession")
+    if reply.status_code == 410:
+        return _responses.parse(reply, SessionTombstone, "getSession")
+    raise _responses.problem(reply, "getSession")
+
+
+def delete_session(
+    ctx: FlowContext, scope: AuditScope, session_id: UUID
+) -> Flow[Session | SessionTombstone]:
+    """Start or confirm cleanup: the `closing` session (`202`) or its tombstone (`200`)."""
+    flow = _delete(ctx, scope, session_id)
+    result = yield from audited(ctx, scope, flow, lambda ended: (ended.status, None))
+    return result
+
+
+def list_devices(ctx: FlowContext, scope: AuditScope) -> Flow[DeviceList]:
+    """This tenant's devices with health and capacity."""
+    reply = yield from _repeatable(ctx, scope, Send("GET", "/v1/devices"))
+    if reply.status_code == 200:
+        return _responses.parse(reply, DeviceList, "listDevices")
+    raise _responses.problem(reply, "listDevices")
+
+
+def open_session(
+    ctx: FlowContext,
+    scope: AuditScope,
+    life: SessionLifecycle,
+    body: UnattendedSessionRequest | None,
+    idempotency_key: UUID | None,
+) -> Flow[Session]:
+    """Create the session of a Session object; a session left provisioning is deleted again."""
+    if life.state is not SessionState.NEW:
+        raise UsageError(f"this session is already {life.state.value}; create a new one")
+    try:
+        info = yield from create_session(ctx, scope, body, idempotency_key)
+    except ProvisioningTimeout as timeout:
+        life.move(SessionState.CLOSED)
+        try:
+            cleanup_scope = scope.with_operation("deleteSession")
+            yield from delete_session(ctx, cleanup_scope, timeout.session_id)
+        except UnderstudyError as cleanup:
+            timeout.add_note(f"deleting {timeout.session_id} failed too: {cleanup}")
+        raise
+    except BaseException:
+        life.move(SessionState.CLOSED)
+        raise
+    life.opened(info)
+    return info
+
+
+def close_session(
+    ctx: FlowContext, scope: AuditScope, life: SessionLifecycle
+) -> Flow[Session | SessionTombstone | None]:
+    """Delete the session of a Session object; closing twice sends nothing the second time."""
+    if life.state is SessionState.CLOSED:
+        return None
+    session_id = life.session_id
+    life.move(SessionState.CLOSED)
+    if session_id is None:
+        return None
+    try:
+        result = yield from delete_session(ctx, scope, session_id)
+    except SessionNotFound:
+        return None
+    return result
+
+
+def terminal_error(tombstone: SessionTombstone) -> SessionTerminal:
+    """`SessionTerminal` for a session whose tombstone the backend returned."""
+    problem = Problem(
+        type="https://understudy.dev/problems/session_terminal",
+        title="Session terminal",
+        status=410,
+        code="session_terminal",
+        detail=f"the session is {tombstone.status} ({tombstone.reason})",
+    )
+    return SessionTerminal(problem, tombstone=tombstone)
+
+
+def _delete(
+    ctx: FlowContext, scope: AuditScope, session_id: UUID
+) -> Flow[Session | SessionTombstone]:
+    # Deleting again is safe (`202` while closing, `200` once terminal), so a network error repeats.
+    reply = yield from _repeatable(ctx, scope, Send("DELETE", session_path(session_id)))
+    if reply.status_code == 202:
+        return _responses.parse(reply, Session, "deleteSession")
+    if reply.status_code == 200:
+        return _responses.parse(reply, SessionTombstone, "deleteSession")
+    raise _responses.problem(reply, "deleteSession")
+
+
+def _create(
+    ctx: FlowContext,
+    scope: AuditScope,
+    body: UnattendedSessionRequest | None,
+    idempotency_key: UUID | None,
+    timeout: float | None,
+) -> Flow[Session]:
+    retry = ctx.retry
+    limit = retry.create_timeout if timeout is None else timeout
+    deadline = ctx.clock() + limit
+    headers = {} if idempotency_key is None else {"Idempotency-Key": str(idempotency_key)}
+    payload = None if body is None else body.to_wire()
+    post = Send("POST", "/v1/sessions", json=payload, headers=headers)
+    current = post
+    created: UUID | None = None
+    attempt = failures = 0
+    while True:
+        attempt += 1
+        operation = "createSession" if current is post else "getSession"
+        reply = yield from exchange(ctx, scope.with_operation(operation), current, attempt)
+        if isinstance(reply, httpx.TransportError):
+            failures += 1
+            delay = retry.backoff(failures)
+            repeatable = current is not post or idempotency_key is not None
+            exhausted = failures > retry.network_attempts or ctx.clock() + delay > deadline
+            if not repeatable or exhausted:
+                if not repeatable:
+                    why = " (an attended creation has no idempotency key, so it is not repeated)"
+                elif created is not None:
+                    why = f"; session {created} may still be provisioning: delete it"
+                else:
+                    why = ""
+                raise unreachable(ctx, operation, reply, why) from reply
+            yield from sleep(delay)
+            continue
+        failures = 0
+        if reply.status_code in (200, 201, 202):
+            session = _responses.parse(reply, Session, operation)
+            created = session.session_id
+            if reply.status_code != 202 and session.status not in PROVISIONING:
+                return session
+            delay = _responses.wait_seconds(reply, retry.default_retry_after)
+            if ctx.clock() + delay > deadline:
+                raise ProvisioningTimeout(session.session_id, limit)
+            yield from sleep(delay)
+            fallback = session_path(session.session_id)
+            current = Send("GET", ctx.same_origin(reply.headers.get("location"), fallback))
+            continue
+        if reply.status_code == 410 and current is not post:
+            raise terminal_error(_responses.parse(reply, SessionTombstone, operation))
+        error = _responses.problem(reply, operation)
+        if isinstance(error, NoDeviceAvailable) and current is post:
+            delay = retry.default_retry_after if error.retry_after is None else error.retry_after
+            if ctx.clock() + delay > deadline:
+                raise error
+            yield from sleep(delay)
+            continue
+        raise error
+
+
+def _repeatable(ctx: FlowContext, scope: AuditScope, send: Send) -> Flow[httpx.Response]:
+    """Send a request that is safe to repeat, repeating it after network errors."""
+    failures = 0
+    while True:
+        reply = yield from exchange(ctx, scope, send, failures + 1)
+        if isinstance(reply, httpx.Response):
+            return reply
+        failures += 1
+        if failures > ctx.retry.network_attempts:
+            raise unreachable(ctx, scope.operation, reply) from reply
+        yield from sleep(ctx.retry.backoff(failures))

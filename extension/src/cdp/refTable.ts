@@ -1,0 +1,79 @@
+/**
+ * Element refs of one tab: `g<generation>e<n>`, each naming a backendDOMNodeId. A new document
+ * bumps the generation and forgets every ref, so a ref from an earlier document is refused as
+ * stale, never resolved to whatever now has that number.
+ */
+import { CommandError } from "../errors";
+
+export interface RefTarget {
+  readonly backendNodeId: number;
+  readonly role: string;
+  readonly name: string;
+}
+
+const REF_PATTERN = /^g(\d{1,9})e(\d{1,9})$/;
+const MAX_GENERATION = 999_999_999;
+const GENERATION_CLOCK_SPAN = 900_000_000;
+const GENERATION_CLOCK_UNIT_MS = 100;
+
+/**
+ * The first generation of a new runtime. Derived from the clock (tenths of a second) rather than 1,
+ * so a session that gets a fresh tab after a browser restart never reissues a number that an old
+ * ref of the same session carried.
+ */
+export function initialGeneration(nowMs: number): number {
+  return 1 + (Math.floor(nowMs / GENERATION_CLOCK_UNIT_MS) % GENERATION_CLOCK_SPAN);
+}
+
+export class RefTable {
+  private current: number;
+  private next = 1;
+  private readonly byRef = new Map<string, RefTarget>();
+  private readonly byNode = new Map<number, string>();
+
+  constructor(generation: number) {
+    this.current = Math.max(1, Math.min(generation, MAX_GENERATION));
+  }
+
+  get generation(): number {
+    return this.current;
+  }
+
+  /** A new document replaced the old one: retire every ref. */
+  newDocument(): void {
+    this.current = this.current >= MAX_GENERATION ? 1 : this.current + 1;
+    this.next = 1;
+    this.byRef.clear();
+    this.byNode.clear();
+  }
+
+  /** The ref of a node in the current generation, minting one if needed. */
+  mint(target: RefTarget): string {
+    const existing = this.byNode.get(target.backendNodeId);
+    if (existing !== undefined) {
+      this.byRef.set(existing, target);
+      return existing;
+    }
+    const ref = `g${this.current}e${this.next}`;
+    this.next += 1;
+    this.byRef.set(ref, target);
+    this.byNode.set(target.backendNodeId, ref);
+    return ref;
+  }
+
+  /** Resolves a ref of the current generation; refuses stale or unknown refs with an actionable error. */
+  resolve(ref: string): RefTarget {
+    const match = REF_PATTERN.exec(ref);
+    if (match === null) {
+      throw new CommandError("invalid_arguments", `${ref.slice(0, 32)} is not a ref; use a ref such as g2e14 from the latest snapshot.`);
+    }
+    if (Number(match[1]) !== this.current) {
+      throw new CommandError("stale_ref", `Ref ${ref} belongs to an earlier document; take a new snapshot and use its refs.`);
+    }
+    const target = this.byRef.get(ref);
+    if (target === undefined) {
+      throw new CommandError("ref_not_found", `Ref ${ref} is not in the latest snapshot; take a new snapshot and use its refs.`);
+    }
+    return target;
+  }
+}

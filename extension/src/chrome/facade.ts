@@ -1,0 +1,89 @@
+/**
+ * One interface over the chrome.* APIs the service worker uses (debugger, tabs, windows,
+ * storage, runtime, alarms, permissions). The real implementation is `realChrome.ts`; tests pass
+ * a fake, so every part above this file runs without a browser.
+ */
+
+/** A CDP target: the tab's root session, or a child session (auto-attached frame or worker). */
+export interface CdpTarget {
+  readonly tabId: number;
+  readonly sessionId?: string;
+}
+
+/** What the extension needs to know about a tab. */
+export interface TabSnapshot {
+  readonly id: number;
+  readonly windowId: number;
+  readonly url: string;
+  readonly title: string;
+  readonly active: boolean;
+  readonly openerTabId?: number;
+}
+
+export type DebuggerEventListener = (target: CdpTarget, method: string, params: unknown) => void;
+export type DebuggerDetachListener = (tabId: number, reason: string) => void;
+
+export interface DebuggerApi {
+  attach(tabId: number): Promise<void>;
+  detach(tabId: number): Promise<void>;
+  sendCommand(target: CdpTarget, method: string, params?: object): Promise<unknown>;
+  onEvent(listener: DebuggerEventListener): void;
+  onDetach(listener: DebuggerDetachListener): void;
+}
+
+export interface TabsApi {
+  get(tabId: number): Promise<TabSnapshot | undefined>;
+  remove(tabId: number): Promise<void>;
+  activate(tabId: number): Promise<void>;
+  onCreated(listener: (tab: TabSnapshot) => void): void;
+  onRemoved(listener: (tabId: number) => void): void;
+}
+
+export interface WindowsApi {
+  /** Opens `about:blank` in a new unfocused window and returns its one tab. */
+  createUnfocusedBlank(): Promise<TabSnapshot>;
+}
+
+/** A key-value storage area (chrome.storage.local, .session or .managed). */
+export interface StorageArea {
+  get(keys: readonly string[]): Promise<Record<string, unknown>>;
+  set(items: Record<string, unknown>): Promise<void>;
+  remove(keys: readonly string[]): Promise<void>;
+}
+
+export interface StorageApi {
+  readonly local: StorageArea;
+  readonly session: StorageArea;
+  /** Read-only in practice: Chrome enterprise policy writes it. */
+  readonly managed: Pick<StorageArea, "get">;
+  onChanged(listener: (areaName: string, keys: readonly string[]) => void): void;
+}
+
+export type PanelMessageListener = (message: unknown, reply: (response: unknown) => void) => void;
+
+export interface RuntimeApi {
+  readonly extensionVersion: string;
+  /** Messages from the extension's own pages (options, popup). */
+  onMessage(listener: PanelMessageListener): void;
+  onStartup(listener: () => void): void;
+}
+
+export interface AlarmsApi {
+  create(name: string, periodInMinutes: number): Promise<void>;
+  onAlarm(listener: (name: string) => void): void;
+}
+
+export interface PermissionsApi {
+  /** Whether the extension may fetch from this origin (host permission or a loopback grant). */
+  containsOrigin(origin: string): Promise<boolean>;
+}
+
+export interface ChromeFacade {
+  readonly debugger: DebuggerApi;
+  readonly tabs: TabsApi;
+  readonly windows: WindowsApi;
+  readonly storage: StorageApi;
+  readonly runtime: RuntimeApi;
+  readonly alarms: AlarmsApi;
+  readonly permissions: PermissionsApi;
+}

@@ -1,0 +1,161 @@
+/**
+ * Keyboard and form writes: `type`, `fill`, `fill_secret`, `press_key`, `select_option`,
+ * `set_checked`. `fill_secret` is `fill` with the plaintext from the grant frame: it is passed to
+ * the page as a CDP call argument and nowhere else; the page function returns a status word only,
+ * so the value cannot come back in a result or an error.
+ */
+import { CommandError } from "../errors";
+import type {
+  FillCommand,
+  FillSecretCommand,
+  PressKeyCommand,
+  SelectOptionCommand,
+  SetCheckedCommand,
+  TypeCommand,
+} from "../generated/wire";
+import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
+import { MODIFIER_BITS, keyDefinition } from "./keys";
+
+/** Sets a text control's value the way a user edit would, so frameworks see input and change. */
+const FILL_FUNCTION = `function (value) {
+  const el = this;
+  if (el.isContentEditable) {
+    el.focus();
+    el.textContent = value;
+    el.dispatchEvent(new InputEvent("input", { bubbles: true }));
+    return "ok";
+  }
+  const tag = el.tagName;
+  const nonText = ["checkbox", "radio", "file", "submit", "button", "image", "reset", "hidden", "range", "color"];
+  if (tag !== "INPUT" && tag !== "TEXTAREA") return "not_editable";
+  if (tag === "INPUT" && nonText.includes(el.type)) return "not_editable";
+  if (el.disabled || el.readOnly) return "not_editable";
+  el.focus();
+  const proto = tag === "INPUT" ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype;
+  Object.getOwnPropertyDescriptor(proto, "value").set.call(el, value);
+  el.dispatchEvent(new Event("input", { bubbles: true }));
+  el.dispatchEvent(new Event("change", { bubbles: true }));
+  return "ok";
+}`;
+
+const SELECT_FUNCTION = `function (values) {
+  const el = this;
+  if (el.tagName !== "SELECT" || el.disabled) return "not_select";
+  const options = Array.from(el.options);
+  const missing = values.filter((v) => !options.some((o) => o.value === v)).length;
+  if (missing > 0) return "missing:" + missing;
+  if (!el.multiple && values.length > 1) return "not_multiple";
+  for (const option of options) option.selected = values.includes(option.value);
+  el.dispatchEvent(new Event("input", { bubbles: true }));
+  el.dispatchEvent(new Event("change", { bubbles: true }));
+  return "ok";
+}`;
+
+const SET_CHECKED_FUNCTION = `function (checked) {
+  const el = this;
+  if (el.tagName !== "INPUT" || (el.type !== "checkbox" && el.type !== "radio") || el.disabled) return "not_checkable";
+  if (el.checked === checked) return "ok";
+  if (el.type === "radio" && !checked) return "radio_uncheck";
+  el.click();
+  return el.checked === checked ? "ok" : "unchanged";
+}`;
+
+async function callOnElement(ctx: CommandContext, backendNodeId: number, functionDeclaration: string, argument: unknown): Promise<string> {
+  const resolved = await ctx.cdp.send<{ object?: { objectId?: string } }>("DOM.resolveNode", { backendNodeId });
+  const objectId = resolved.object?.objectId;
+  if (objectId === undefined) {
+    throw new CommandError("element_not_interactable", "The element cannot be reached from script; take a new snapshot.");
+  }
+  const response = await ctx.cdp.send<{ result?: { value?: unknown }; exceptionDetails?: unknown }>("Runtime.callFunctionOn", {
+    objectId,
+    functionDeclaration,
+    arguments: [{ value: argument }],
+    returnByValue: true,
+  });
+  if (response.exceptionDetails !== undefined) {
+    throw new CommandError("element_not_interactable", "The page rejected the change; take a new snapshot and check the element.");
+  }
+  return typeof response.result?.value === "string" ? response.result.value : "unknown";
+}
+
+async function fillElement(ctx: CommandContext, backendNodeId: number, value: string): Promise<void> {
+  const status = await callOnElement(ctx, backendNodeId, FILL_FUNCTION, value);
+  if (status !== "ok") {
+    throw new CommandError("element_not_interactable", "The element is not an editable text field (or is disabled or read-only); pick a textbox from the snapshot.");
+  }
+}
+
+export async function planType(ctx: CommandContext, command: TypeCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      await ctx.cdp.send("DOM.focus", { backendNodeId: target.backendNodeId });
+      if (command.text !== "") await ctx.cdp.send("Input.insertText", { text: command.text });
+      if (command.submit === true) await pressKey(ctx, "Enter", 0);
+    },
+  };
+}
+
+export async function planFill(ctx: CommandContext, command: FillCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, command.value) };
+}
+
+export async function planFillSecret(ctx: CommandContext, command: FillSecretCommand, secretValue: string | undefined): Promise<WritePlan> {
+  if (secretValue === undefined) {
+    throw new CommandError("secret_not_found", "The grant carried no secret value for this secretRef; check that the vault holds it.");
+  }
+  const target = await resolveTarget(ctx, command.ref);
+  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, secretValue) };
+}
+
+async function pressKey(ctx: CommandContext, key: string, modifiers: number): Promise<void> {
+  const definition = keyDefinition(key);
+  if (definition === undefined) {
+    throw new CommandError("invalid_arguments", `${key.slice(0, 32)} is not a key; use a KeyboardEvent.key value such as Enter, Tab or a.`);
+  }
+  const text = modifiers & (MODIFIER_BITS.Control | MODIFIER_BITS.Alt | MODIFIER_BITS.Meta) ? undefined : definition.text;
+  const base = { key: definition.key, code: definition.code, windowsVirtualKeyCode: definition.keyCode, modifiers };
+  await ctx.cdp.send("Input.dispatchKeyEvent", text === undefined ? { ...base, type: "rawKeyDown" } : { ...base, type: "keyDown", text, unmodifiedText: text });
+  await ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyUp" });
+}
+
+export function planPressKey(ctx: CommandContext, command: PressKeyCommand): WritePlan {
+  if (keyDefinition(command.key) === undefined) {
+    throw new CommandError("invalid_arguments", `${command.key.slice(0, 32)} is not a key; use a KeyboardEvent.key value such as Enter, Tab or a.`);
+  }
+  const modifiers = (command.modifiers ?? []).reduce((bits, name) => bits | MODIFIER_BITS[name], 0);
+  return { preview: { allowed: true }, act: () => pressKey(ctx, command.key, modifiers) };
+}
+
+export async function planSelectOption(ctx: CommandContext, command: SelectOptionCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      const status = await callOnElement(ctx, target.backendNodeId, SELECT_FUNCTION, command.values);
+      if (status === "ok") return;
+      if (status.startsWith("missing:")) {
+        throw new CommandError("invalid_arguments", `${status.slice(8)} of the values are not options of this select; take a snapshot to see its options.`);
+      }
+      if (status === "not_multiple") throw new CommandError("invalid_arguments", "This select takes one value; pass exactly one.");
+      throw new CommandError("element_not_interactable", "The element is not an enabled <select>; pick a combobox from the snapshot.");
+    },
+  };
+}
+
+export async function planSetChecked(ctx: CommandContext, command: SetCheckedCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      const status = await callOnElement(ctx, target.backendNodeId, SET_CHECKED_FUNCTION, command.checked);
+      if (status === "ok") return;
+      if (status === "radio_uncheck") {
+        throw new CommandError("invalid_arguments", "A radio button cannot be unchecked directly; check another radio of its group.");
+      }
+      throw new CommandError("element_not_interactable", "The element is not an enabled checkbox or radio button, or the page kept it unchanged.");
+    },
+  };
+}

@@ -1,0 +1,76 @@
+/**
+ * `click`, `hover`, `scroll`: pointer input at the centre of a resolved element's box
+ * (DOM.getBoxModel + Input.dispatchMouseEvent), after scrolling it into view.
+ */
+import { CommandError, StaleAuthorityError } from "../errors";
+import type { ClickCommand, HoverCommand, ScrollCommand } from "../generated/wire";
+import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
+
+interface BoxModel {
+  readonly model: { readonly content: readonly number[] };
+}
+
+async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<{ x: number; y: number }> {
+  try {
+    await ctx.cdp.send("DOM.scrollIntoViewIfNeeded", { backendNodeId });
+  } catch (error) {
+    if (error instanceof StaleAuthorityError) throw error;
+    // Not every node can scroll (text, hidden); getBoxModel below decides whether it is usable.
+  }
+  let box: BoxModel;
+  try {
+    box = await ctx.cdp.send<BoxModel>("DOM.getBoxModel", { backendNodeId });
+  } catch (error) {
+    if (error instanceof StaleAuthorityError) throw error;
+    throw new CommandError("element_not_interactable", "The element has no layout box (hidden or detached); take a new snapshot and pick a visible element.");
+  }
+  const quad = box.model.content;
+  const xs = [quad[0], quad[2], quad[4], quad[6]].map(Number);
+  const ys = [quad[1], quad[3], quad[5], quad[7]].map(Number);
+  if (xs.some(Number.isNaN) || ys.some(Number.isNaN)) {
+    throw new CommandError("element_not_interactable", "The element has no usable box; take a new snapshot and pick a visible element.");
+  }
+  return { x: xs.reduce((a, b) => a + b, 0) / 4, y: ys.reduce((a, b) => a + b, 0) / 4 };
+}
+
+export async function planClick(ctx: CommandContext, command: ClickCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  const button = command.button ?? "left";
+  const clickCount = command.clickCount ?? 1;
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      const { x, y } = await centreOf(ctx, target.backendNodeId);
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y });
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mousePressed", x, y, button, clickCount });
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseReleased", x, y, button, clickCount });
+    },
+  };
+}
+
+export async function planHover(ctx: CommandContext, command: HoverCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      const { x, y } = await centreOf(ctx, target.backendNodeId);
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y });
+    },
+  };
+}
+
+export async function planScroll(ctx: CommandContext, command: ScrollCommand): Promise<WritePlan> {
+  const target = command.ref === undefined ? undefined : await resolveTarget(ctx, command.ref);
+  const deltaX = command.deltaX ?? 0;
+  const deltaY = command.deltaY ?? 0;
+  return {
+    preview: target === undefined ? { allowed: true } : elementPreview(target),
+    act: async () => {
+      if (target !== undefined) await ctx.cdp.send("DOM.scrollIntoViewIfNeeded", { backendNodeId: target.backendNodeId });
+      if (deltaX !== 0 || deltaY !== 0) {
+        // Both deltas are validated integers, so the expression carries no caller text.
+        await ctx.cdp.send("Runtime.evaluate", { expression: `window.scrollBy(${deltaX}, ${deltaY})` });
+      }
+    },
+  };
+}

@@ -1,0 +1,63 @@
+/**
+ * Timing and size limits shared by the service worker's parts. Units are in the names.
+ */
+
+/**
+ * Interval between application heartbeat frames on the device socket. Chrome stops an idle
+ * extension service worker after about 30 s; an application frame (not a WebSocket ping) every
+ * 22 s keeps it alive. The backend declares the same value in `welcome.heartbeatIntervalMs`.
+ */
+export const HEARTBEAT_INTERVAL_MS = 22_000;
+
+/** Chrome's idle timeout for an extension service worker, measured on Chromium 156. */
+export const SERVICE_WORKER_IDLE_TIMEOUT_MS = 30_000;
+
+/** Reconnect once three heartbeats in a row went unacknowledged (the backend gives up at 75 s). */
+export const HEARTBEAT_ACK_TIMEOUT_MS = 3 * HEARTBEAT_INTERVAL_MS;
+
+/** First reconnect delay; doubles per failed attempt. */
+export const RECONNECT_BASE_DELAY_MS = 1_000;
+
+/**
+ * Longest reconnect delay. Kept under the backend's 90 s liveness and recovery grace, so a device
+ * that comes back reconnects before its leases are declared lost.
+ */
+export const RECONNECT_MAX_DELAY_MS = 30_000;
+
+/** Name and period of the alarm that wakes a stopped service worker to reconnect. */
+export const KEEPALIVE_ALARM_NAME = "understudy-keepalive";
+export const KEEPALIVE_ALARM_PERIOD_MINUTES = 0.5;
+
+/** An enrolled device controls at most this many tabs. */
+export const DEVICE_TAB_CAPACITY = 2;
+
+/** Dialog outbox bounds per session runtime (seed: 256 records and 256 KiB). */
+export const DIALOG_OUTBOX_MAX_RECORDS = 256;
+export const DIALOG_OUTBOX_MAX_BYTES = 256 * 1024;
+
+/** The session hello carries at most this many journal entries (spec: maxItems 64). */
+export const WRITE_JOURNAL_MAX_ENTRIES = 64;
+
+/** Poll interval of `wait_for`. */
+export const WAIT_POLL_INTERVAL_MS = 100;
+
+/** Default and bounds of `wait_for` (spec: 100..15000, default 5000). */
+export const WAIT_DEFAULT_TIMEOUT_MS = 5_000;
+
+/** How long a navigation command waits for the load event before it answers anyway. */
+export const NAVIGATION_LOAD_TIMEOUT_MS = 10_000;
+
+/** Screenshot data bound (spec: ScreenshotResult.data maxLength). */
+export const SCREENSHOT_MAX_BASE64_CHARS = 8_000_000;
+
+/** Default snapshot node bound (spec default 1000, maximum 5000). */
+export const SNAPSHOT_DEFAULT_MAX_NODES = 1_000;
+
+/** How long the panel's attach request waits for the backend's `attach_result`. */
+export const ATTACH_RESULT_TIMEOUT_MS = 10_000;
+
+/** Chrome DevTools Protocol version requested from chrome.debugger. */
+export const CDP_PROTOCOL_VERSION = "1.3";
+
+/** Socket protocol this extension speaks on session sockets. */
+export const SESSION_PROTOCOL_VERSION = 2;

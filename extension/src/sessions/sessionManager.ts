@@ -1,0 +1,244 @@
+/**
+ * All runtimes of this profile, indexed by session id, lease id and tab id; at most two. Owns the
+ * chrome listeners that route CDP events by tab id, close popups of controlled tabs, and notice
+ * closed tabs and dropped debuggers. Tabs the extension did not create or was not handed by a
+ * person (every other tab, including tabs Chrome restored) are never attached, listed or closed.
+ */
+import { isControlledPopup } from "../cdp/popupGuard";
+import { canonicalOrigin, localPolicyAdmits } from "../config/origins";
+import { DEVICE_TAB_CAPACITY } from "../constants";
+import type {
+  DeviceClientCloseAck,
+  DeviceClientFrame,
+  DeviceClientHello,
+  DeviceClientLeaseReleased,
+  DeviceClientProvisionAck,
+  DeviceServerClose,
+  DeviceServerProvision,
+  DeviceServerSessionTicket,
+} from "../generated/wire";
+import type { LeaseRecord } from "./leaseStore";
+import type { RuntimeDeps } from "./runtimeDeps";
+import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
+
+export interface ManagerDeps extends RuntimeDeps {
+  /** Sends a frame on the device socket; false when it is not open. */
+  sendDevice(frame: DeviceClientFrame): boolean;
+  /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
+  enabled(): boolean;
+}
+
+type ReleaseReason = DeviceClientLeaseReleased["reason"];
+
+export class SessionManager {
+  private readonly bySession = new Map<string, SessionRuntime>();
+  private readonly byLease = new Map<string, SessionRuntime>();
+  private readonly byTab = new Map<number, SessionRuntime>();
+  /** Slots reserved by provisions and attaches that are still opening their tab. */
+  private reserved = 0;
+
+  constructor(private readonly deps: ManagerDeps) {
+    const { chrome } = deps;
+    chrome.debugger.onEvent((target, method, params) => {
+      this.byTab.get(target.tabId)?.tab.handleEvent(method, params, target.sessionId);
+    });
+    chrome.debugger.onDetach((tabId, reason) => {
+      this.onDebuggerDetached(tabId, reason);
+    });
+    chrome.tabs.onCreated((tab) => {
+      if (!isControlledPopup(tab, (id) => this.byTab.has(id))) return;
+      chrome.tabs.remove(tab.id).catch(() => {
+        deps.log.warn("popup_close_failed");
+      });
+      deps.health.bump("popupsClosed");
+      deps.emitHealth();
+    });
+    chrome.tabs.onRemoved((tabId) => {
+      const runtime = this.byTab.get(tabId);
+      if (runtime !== undefined) this.release(runtime, "tab_closed", false);
+    });
+  }
+
+  /** Whether `runtime` is the object indexed for its session now. */
+  isCurrent(runtime: object): boolean {
+    for (const current of this.bySession.values()) if (current === runtime) return true;
+    return false;
+  }
+
+  isControlledTab(tabId: number): boolean {
+    return this.byTab.has(tabId);
+  }
+
+  bySessionId(sessionId: string): SessionRuntime | undefined {
+    return this.bySession.get(sessionId);
+  }
+
+  freeCapacity(): number {
+    return Math.max(0, DEVICE_TAB_CAPACITY - this.bySession.size - this.reserved);
+  }
+
+  leasesForHello(): DeviceClientHello["leases"] {
+    const leases = [...this.bySession.values()].slice(0, DEVICE_TAB_CAPACITY).map((r) => ({
+      leaseId: r.leaseId,
+      sessionId: r.sessionId,
+      leaseEpoch: r.leaseEpoch,
+      tabId: r.tabId,
+    }));
+    return leases as DeviceClientHello["leases"];
+  }
+
+  views(): RuntimeView[] {
+    return [...this.bySession.values()].map((r) => r.view());
+  }
+
+  /**
+   * Rebuilds runtimes after a service-worker restart from leases of the current browser epoch.
+   * Records of another epoch cannot exist (chrome.storage.session clears with the epoch), but are
+   * dropped defensively; their tabs are never touched.
+   */
+  async restore(records: readonly LeaseRecord[]): Promise<void> {
+    for (const record of records) {
+      if (record.browserEpoch !== this.deps.browserEpoch() || this.bySession.size >= DEVICE_TAB_CAPACITY) {
+        await this.deps.leases.remove(record.leaseId);
+        continue;
+      }
+      const tab = await this.deps.chrome.tabs.get(record.tabId);
+      if (tab === undefined) {
+        await this.deps.leases.remove(record.leaseId);
+        continue;
+      }
+      try {
+        this.index(await SessionRuntime.start(this.deps, record, true));
+      } catch {
+        this.deps.log.warn("restore_attach_failed");
+        await this.deps.leases.remove(record.leaseId);
+      }
+    }
+  }
+
+  /** Opens an extension-owned about:blank tab in an unfocused window for an unattended lease. */
+  async provision(frame: DeviceServerProvision): Promise<DeviceClientProvisionAck> {
+    const base = { type: "provision_ack", leaseId: frame.leaseId, sessionId: frame.sessionId, leaseEpoch: frame.leaseEpoch, browserEpoch: this.deps.browserEpoch() } as const;
+    const refuse = (code: string, message: string): DeviceClientProvisionAck => ({ ...base, outcome: "refused", error: { code, message } });
+    const existing = this.byLease.get(frame.leaseId);
+    if (existing !== undefined) {
+      if (!(await existing.adoptLeaseEpoch(frame.leaseEpoch))) return refuse("stale_lease_epoch", "This lease already runs with a newer lease epoch.");
+      return { ...base, outcome: "provisioned", tabId: existing.tabId };
+    }
+    if (!this.deps.enabled()) return refuse("device_disabled", "The device is disabled in the extension; an operator must enable it.");
+    if (this.bySession.has(frame.sessionId)) return refuse("session_already_held", "This session already holds another lease on this device.");
+    if (this.freeCapacity() === 0) return refuse("capacity_exhausted", `This device already controls ${DEVICE_TAB_CAPACITY} tabs.`);
+    const origins = frame.allowedOrigins.map((o) => canonicalOrigin(o));
+    if (origins.some((o) => o === undefined || !localPolicyAdmits(this.deps.localPolicy(), o))) {
+      return refuse("origin_not_allowed_locally", "An allowed origin is outside this device's local origin policy.");
+    }
+    this.reserved += 1;
+    let tabId: number | undefined;
+    try {
+      const tab = await this.deps.chrome.windows.createUnfocusedBlank();
+      tabId = tab.id;
+      const record: LeaseRecord = {
+        leaseId: frame.leaseId,
+        sessionId: frame.sessionId,
+        leaseEpoch: frame.leaseEpoch,
+        tabId: tab.id,
+        mode: "unattended",
+        allowedOrigins: origins as string[],
+        generation: 1,
+        browserEpoch: this.deps.browserEpoch(),
+      };
+      this.index(await SessionRuntime.start(this.deps, record, false));
+      return { ...base, outcome: "provisioned", tabId: tab.id };
+    } catch {
+      this.deps.log.warn("provision_failed");
+      if (tabId !== undefined) await this.deps.chrome.tabs.remove(tabId).catch(() => undefined);
+      return refuse("provision_failed", "The extension could not open and attach a tab; check the browser, then retry.");
+    } finally {
+      this.reserved -= 1;
+    }
+  }
+
+  /** Releases a lease on the backend's instruction: closes an unattended tab, detaches an attended one. */
+  async close(frame: DeviceServerClose): Promise<DeviceClientCloseAck> {
+    const runtime = this.byLease.get(frame.leaseId);
+    if (runtime !== undefined && frame.leaseEpoch >= runtime.leaseEpoch) {
+      this.unindex(runtime);
+      await runtime.close(true);
+    }
+    // A lease this extension does not hold (late provision, already released) is acknowledged too.
+    return { type: "close_ack", leaseId: frame.leaseId, leaseEpoch: frame.leaseEpoch };
+  }
+
+  /** Hands a session-socket ticket to its runtime. */
+  async sessionTicket(frame: DeviceServerSessionTicket): Promise<void> {
+    const runtime = this.byLease.get(frame.leaseId);
+    if (runtime === undefined || runtime.sessionId !== frame.sessionId) {
+      this.deps.log.warn("session_ticket_for_unknown_lease");
+      return;
+    }
+    if (!(await runtime.adoptLeaseEpoch(frame.leaseEpoch))) {
+      this.deps.log.warn("session_ticket_stale_epoch");
+      return;
+    }
+    runtime.connect(frame);
+  }
+
+  /** Attaches an existing tab a person picked, after the backend accepted the attach request. */
+  async attachTab(record: LeaseRecord): Promise<SessionRuntime> {
+    this.reserved += 1;
+    try {
+      const runtime = await SessionRuntime.start(this.deps, record, false);
+      this.index(runtime);
+      return runtime;
+    } finally {
+      this.reserved -= 1;
+    }
+  }
+
+  /** A person detached a session from the panel: CDP detaches, the tab stays open. */
+  detachByUser(sessionId: string): boolean {
+    const runtime = this.bySession.get(sessionId);
+    if (runtime === undefined) return false;
+    this.release(runtime, "detached_by_user", false);
+    return true;
+  }
+
+  /** Detaches everything (device disabled); extension-owned tabs close, attended tabs stay. */
+  async releaseAll(): Promise<void> {
+    for (const runtime of [...this.bySession.values()]) {
+      this.unindex(runtime);
+      await runtime.close(true);
+    }
+  }
+
+  private onDebuggerDetached(tabId: number, reason: string): void {
+    const runtime = this.byTab.get(tabId);
+    if (runtime === undefined) return;
+    runtime.markDetached();
+    this.deps.health.bump("debuggerDetached");
+    this.deps.emitHealth();
+    const why: ReleaseReason = reason === "canceled_by_user" ? "detached_by_user" : reason === "target_closed" ? "tab_closed" : "debugger_detached";
+    this.release(runtime, why, false);
+  }
+
+  private release(runtime: SessionRuntime, reason: ReleaseReason, closeTab: boolean): void {
+    if (!this.isCurrent(runtime)) return;
+    this.unindex(runtime);
+    this.deps.sendDevice({ type: "lease_released", leaseId: runtime.leaseId, leaseEpoch: runtime.leaseEpoch, reason });
+    runtime.close(closeTab).catch(() => {
+      this.deps.log.warn("runtime_close_failed");
+    });
+  }
+
+  private index(runtime: SessionRuntime): void {
+    this.bySession.set(runtime.sessionId, runtime);
+    this.byLease.set(runtime.leaseId, runtime);
+    this.byTab.set(runtime.tabId, runtime);
+  }
+
+  private unindex(runtime: SessionRuntime): void {
+    if (this.bySession.get(runtime.sessionId) === runtime) this.bySession.delete(runtime.sessionId);
+    if (this.byLease.get(runtime.leaseId) === runtime) this.byLease.delete(runtime.leaseId);
+    if (this.byTab.get(runtime.tabId) === runtime) this.byTab.delete(runtime.tabId);
+  }
+}

@@ -1,0 +1,378 @@
+/**
+ * One controlled tab: its CDP attachment, its session socket, a FIFO single-flight command queue,
+ * the write journal and the dialog outbox. Frame handlers are a `switch` over the generated
+ * session-frame union with a `never` default.
+ */
+import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
+import { NavigationWatch } from "../cdp/navigationWatch";
+import type { AuthorityCheck } from "../cdp/cdpSession";
+import { initialGeneration } from "../cdp/refTable";
+import type { CommandContext } from "../commands/context";
+import { OriginPolicy } from "../config/origins";
+import { SESSION_PROTOCOL_VERSION } from "../constants";
+import { CommandError, StaleAuthorityError } from "../errors";
+import type {
+  DeviceServerSessionTicket,
+  DialogRecord,
+  SessionClientFrame,
+  SessionServerFrame,
+  SessionServerHelloAck,
+  TabInfo,
+} from "../generated/wire";
+import { FrameSocket } from "../net/socket";
+import { socketUrlMatchesService, withTicket } from "../net/urls";
+import { decodeSessionServerFrame } from "../protocol/decode";
+import { CommandQueue } from "./commandQueue";
+import { DialogOutbox } from "./dialogOutbox";
+import type { LeaseRecord, SessionMode } from "./leaseStore";
+import type { RuntimeDeps } from "./runtimeDeps";
+import { CommandFlow } from "./commandFlow";
+import { WriteJournal } from "./writeJournal";
+
+const MAX_TAB_URL = 8192;
+const MAX_TAB_TITLE = 4096;
+const MAX_DIALOG_TEXT = 4096;
+const DEFAULT_DEADLINE_MS = 20_000;
+
+/** What the panel shows about one runtime: ids and state, never URLs or titles. */
+export interface RuntimeView {
+  readonly sessionId: string;
+  readonly leaseEpoch: number;
+  readonly tabId: number;
+  readonly mode: SessionMode;
+  readonly socketConnected: boolean;
+  readonly writesBlocked: boolean;
+  readonly queued: number;
+  readonly journal: number;
+  readonly dialogsPending: number;
+  readonly dialogOverflow: boolean;
+}
+
+export class SessionRuntime {
+  readonly queue: CommandQueue;
+  readonly journal: WriteJournal;
+  readonly outbox: DialogOutbox;
+  readonly tab: ControlledTab;
+  private readonly writes: CommandFlow;
+  private socket: FrameSocket<SessionClientFrame> | undefined;
+  private helloAcked = false;
+  private closed = false;
+  writesBlocked = false;
+
+  private constructor(
+    private record: LeaseRecord,
+    private readonly deps: RuntimeDeps,
+  ) {
+    const area = deps.chrome.storage.session;
+    this.journal = new WriteJournal(area, record.sessionId);
+    this.outbox = new DialogOutbox(area, record.sessionId);
+    this.queue = new CommandQueue((error) => {
+      deps.log.warn("command_task_failed", { kind: error instanceof Error ? error.name : "unknown" });
+    });
+    this.tab = new ControlledTab(
+      deps.chrome.debugger,
+      record.tabId,
+      record.generation,
+      this.policy(),
+      {
+        onDialog: (params) => {
+          this.onDialog(params).catch(() => {
+            deps.log.warn("dialog_handling_failed");
+          });
+        },
+        onNavigationBlocked: () => {
+          deps.health.bump("navigationsBlocked");
+          deps.emitHealth();
+        },
+        onPopupClosed: () => {
+          deps.health.bump("popupsClosed");
+          deps.emitHealth();
+        },
+        onNewDocument: (generation) => {
+          this.persist({ ...this.record, generation }).catch(() => {
+            deps.log.warn("lease_persist_failed");
+          });
+        },
+      },
+      deps.log,
+    );
+    this.writes = new CommandFlow(this, deps);
+  }
+
+  /**
+   * Builds a runtime, loads its journal and outbox from chrome.storage.session, attaches CDP and
+   * persists the lease. A restored runtime (service-worker restart) starts a fresh ref generation.
+   */
+  static async start(deps: RuntimeDeps, record: LeaseRecord, restored: boolean): Promise<SessionRuntime> {
+    const generation = Math.max(initialGeneration(deps.now()), restored ? record.generation + 1 : 1);
+    const runtime = new SessionRuntime({ ...record, generation }, deps);
+    await runtime.journal.load();
+    await runtime.outbox.load();
+    await runtime.tab.attach();
+    await runtime.persist(runtime.record);
+    return runtime;
+  }
+
+  get sessionId(): string {
+    return this.record.sessionId;
+  }
+  get leaseId(): string {
+    return this.record.leaseId;
+  }
+  get leaseEpoch(): number {
+    return this.record.leaseEpoch;
+  }
+  get tabId(): number {
+    return this.record.tabId;
+  }
+  get mode(): SessionMode {
+    return this.record.mode;
+  }
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  view(): RuntimeView {
+    return {
+      sessionId: this.sessionId,
+      leaseEpoch: this.leaseEpoch,
+      tabId: this.tabId,
+      mode: this.mode,
+      socketConnected: this.socket?.isOpen === true,
+      writesBlocked: this.writesBlocked,
+      queued: this.queue.size,
+      journal: this.journal.list().length,
+      dialogsPending: this.outbox.pending().length,
+      dialogOverflow: this.outbox.overflowed,
+    };
+  }
+
+  policy(): OriginPolicy {
+    return new OriginPolicy(this.record.allowedOrigins, this.deps.localPolicy());
+  }
+
+  /** Raises the lease epoch (a newer ticket or provision for the same lease); lower ones are refused. */
+  async adoptLeaseEpoch(leaseEpoch: number): Promise<boolean> {
+    if (leaseEpoch < this.record.leaseEpoch) return false;
+    if (leaseEpoch > this.record.leaseEpoch) await this.persist({ ...this.record, leaseEpoch });
+    return true;
+  }
+
+  /** A check that throws once this runtime, its browser epoch or its lease epoch changed. */
+  authority(leaseEpoch: number = this.record.leaseEpoch): AuthorityCheck {
+    const browserEpoch = this.record.browserEpoch;
+    return () => {
+      if (this.closed || !this.deps.isCurrent(this) || this.deps.browserEpoch() !== browserEpoch || this.record.leaseEpoch !== leaseEpoch) {
+        throw new StaleAuthorityError("The session's authority changed during the operation.");
+      }
+    };
+  }
+
+  /** The context commands run in, fenced by `check`. */
+  context(deadlineMs: number, check: AuthorityCheck): CommandContext {
+    const { chrome } = this.deps;
+    const tabId = this.tabId;
+    const tabInfo = async (): Promise<TabInfo> => {
+      check();
+      const tab = await chrome.tabs.get(tabId);
+      check();
+      if (tab === undefined) throw new CommandError("tab_closed", "The session's tab was closed; delete the session and create a new one.");
+      return { tabId, url: tab.url.slice(0, MAX_TAB_URL), title: tab.title.slice(0, MAX_TAB_TITLE), active: tab.active };
+    };
+    return {
+      cdp: this.tab.cdp.caller(check),
+      tabId,
+      refs: this.tab.refs,
+      policy: this.policy(),
+      capabilities: this.deps.capabilities,
+      deadlineMs,
+      now: () => this.deps.now(),
+      sleep: (ms) =>
+        new Promise((resolve) => {
+          setTimeout(resolve, ms);
+        }),
+      tab: tabInfo,
+      activateTab: async () => {
+        check();
+        await chrome.tabs.activate(tabId);
+        check();
+      },
+      watchNavigation: () => new NavigationWatch(this.tab.cdp),
+    };
+  }
+
+  /** Parses a frame's deadline, falling back to a bounded default. */
+  deadlineOf(timestamp: string): number {
+    const parsed = Date.parse(timestamp);
+    return Number.isNaN(parsed) ? this.deps.now() + DEFAULT_DEADLINE_MS : parsed;
+  }
+
+  /** Opens the session socket with a ticket from the device socket. */
+  connect(ticket: DeviceServerSessionTicket): void {
+    const serviceOrigin = this.deps.serviceOrigin();
+    if (this.closed || serviceOrigin === undefined || !socketUrlMatchesService(ticket.socketUrl, serviceOrigin)) {
+      this.deps.log.warn("session_ticket_refused", { reason: this.closed ? "closed" : "socket_url_not_on_service_origin" });
+      return;
+    }
+    this.socket?.close(1000, "replaced");
+    this.helloAcked = false;
+    const socket: FrameSocket<SessionClientFrame> = new FrameSocket(this.deps.socketFactory(withTicket(ticket.socketUrl, ticket.ticket)), {
+      onOpen: () => {
+        this.sendHello().catch(() => {
+          this.deps.log.warn("session_hello_failed");
+        });
+      },
+      onFrame: (raw) => {
+        if (this.socket === socket) this.onFrame(raw);
+      },
+      onClose: (code) => {
+        if (this.socket !== socket) return;
+        this.socket = undefined;
+        this.helloAcked = false;
+        this.deps.log.info("session_socket_closed", { code });
+      },
+    });
+    this.socket = socket;
+  }
+
+  /** Sends a frame on the session socket; false when it is not open. */
+  send(frame: SessionClientFrame): boolean {
+    return this.socket?.send(frame) ?? false;
+  }
+
+  private async sendHello(): Promise<void> {
+    const tab = await this.context(this.deps.now() + DEFAULT_DEADLINE_MS, this.authority()).tab();
+    this.send({
+      type: "hello",
+      sessionId: this.sessionId,
+      leaseId: this.leaseId,
+      leaseEpoch: this.leaseEpoch,
+      browserEpoch: this.record.browserEpoch,
+      protocolVersion: SESSION_PROTOCOL_VERSION,
+      capabilities: [...this.deps.capabilities],
+      tab,
+      journal: this.journal.list().map((entry) => ({ commandId: entry.commandId, state: entry.state })),
+    });
+  }
+
+  private onFrame(raw: unknown): void {
+    const decoded = decodeSessionServerFrame(raw);
+    if (!decoded.ok) {
+      this.send({ type: "error", code: "invalid_frame", message: decoded.message });
+      return;
+    }
+    this.dispatch(decoded.value).catch((error: unknown) => {
+      this.deps.log.warn("session_frame_failed", { kind: error instanceof Error ? error.name : "unknown" });
+    });
+  }
+
+  private async dispatch(frame: SessionServerFrame): Promise<void> {
+    switch (frame.type) {
+      case "hello_ack":
+        await this.onHelloAck(frame);
+        return;
+      case "read":
+        this.writes.enqueueRead(frame);
+        return;
+      case "write_prepare":
+        await this.writes.prepare(frame);
+        return;
+      case "write_grant":
+        await this.writes.grant(frame);
+        return;
+      case "result_ack":
+        await this.writes.acknowledge(frame.commandId);
+        return;
+      case "dialog_ack":
+        await this.outbox.remove(frame.dialogId);
+        return;
+      case "cancel":
+        await this.writes.cancel(frame.commandId);
+        return;
+      case "error":
+        this.deps.log.warn("session_server_error", { code: frame.code });
+        return;
+      default: {
+        const unreachable: never = frame;
+        throw new Error(`unhandled session frame ${String(unreachable)}`);
+      }
+    }
+  }
+
+  /** Applies the backend's verdict on the journal, then replays results and pending dialogs. */
+  private async onHelloAck(frame: SessionServerHelloAck): Promise<void> {
+    if (frame.leaseEpoch !== this.leaseEpoch) {
+      this.deps.log.warn("hello_ack_epoch_mismatch");
+      return;
+    }
+    await this.writes.applyVerdict(frame.cancel, frame.unknown);
+    this.writesBlocked = frame.writesBlocked;
+    this.helloAcked = true;
+    this.writes.replayCompleted();
+    for (const dialog of this.outbox.pending()) this.send({ type: "dialog", dialog });
+  }
+
+  get isReady(): boolean {
+    return this.helloAcked && this.socket?.isOpen === true;
+  }
+
+  /** Persists each dialog, then answers it, then sends it; on overflow answers and only counts. */
+  private async onDialog(params: DialogOpeningParams): Promise<void> {
+    const accepted = params.type === "alert" || params.type === "beforeunload";
+    const record: DialogRecord = {
+      dialogId: this.deps.newId(),
+      dialogType: params.type,
+      message: params.message.slice(0, MAX_DIALOG_TEXT),
+      ...(params.defaultPrompt === undefined || params.defaultPrompt === "" ? {} : { defaultPrompt: params.defaultPrompt.slice(0, MAX_DIALOG_TEXT) }),
+      accepted,
+      openedAt: new Date(this.deps.now()).toISOString(),
+      delivery: "delivered",
+    };
+    const stored = await this.outbox.add(record);
+    try {
+      // Answered whatever happened to persistence, so the page is never left blocked.
+      await this.tab.cdp.sendUnchecked("Page.handleJavaScriptDialog", { accept: accepted });
+    } catch {
+      this.deps.log.warn("dialog_answer_failed");
+    }
+    if (stored === "persisted") {
+      if (this.helloAcked) this.send({ type: "dialog", dialog: record });
+      return;
+    }
+    this.deps.health.bump("dialogOverflow");
+    this.deps.emitHealth();
+  }
+
+  /** Persists a new lease record; keeps memory and storage in step. */
+  async persist(record: LeaseRecord): Promise<void> {
+    await this.deps.leases.put(record);
+    this.record = record;
+  }
+
+  /**
+   * Ends the runtime: closes the socket, detaches CDP, forgets its storage. `closeTab` is true only
+   * for an extension-owned (unattended) tab; an attended tab is never closed.
+   */
+  async close(closeTab: boolean): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.socket?.close(1000, "lease released");
+    this.socket = undefined;
+    await this.tab.detach();
+    if (closeTab && this.mode === "unattended") {
+      try {
+        await this.deps.chrome.tabs.remove(this.tabId);
+      } catch {
+        // Already gone.
+      }
+    }
+    await this.journal.clear();
+    await this.outbox.clear();
+    await this.deps.leases.remove(this.leaseId);
+  }
+
+  /** Chrome dropped the debugger (tab closed, person clicked Cancel on the infobar). */
+  markDetached(): void {
+    this.tab.cdp.markDetached();
+  }
+}

@@ -1,0 +1,137 @@
+import { describe, expect, it } from "vitest";
+
+import type { FakeSocket } from "../fakes/fakeSocket";
+import { LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
+import { installLoginPage, read, refOf, write } from "../fakes/page";
+
+async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; tabId: number; session: FakeSocket }> {
+  const h = makeHarness();
+  enroll(h.store);
+  installLoginPage(h.chrome);
+  const device = await connectDevice(h);
+  const { tabId, session } = await provision(h, device, LEASE_A, ["https://example.com"]);
+  return { h, tabId, session };
+}
+
+describe("navigation commands", () => {
+  it("navigates to an allowed URL and answers after the load event with the new generation", async () => {
+    const { h, tabId, session } = await ready();
+    h.chrome.handlers.set("Page.navigate", (params) => {
+      setTimeout(() => {
+        h.chrome.setTabUrl(tabId, String(params.url), "Login");
+        h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, loaderId: "L1", url: params.url }, type: "Navigation" });
+        h.chrome.emitCdp(tabId, "Page.lifecycleEvent", { frameId: `main-${tabId}`, loaderId: "L0", name: "load", timestamp: 1 });
+        h.chrome.emitCdp(tabId, "Page.loadEventFired", { timestamp: 1 });
+        setTimeout(() => {
+          h.chrome.emitCdp(tabId, "Page.lifecycleEvent", { frameId: `main-${tabId}`, loaderId: "L1", name: "load", timestamp: 2 });
+        }, 20);
+      }, 5);
+      return { frameId: `main-${tabId}`, loaderId: "L1" };
+    });
+    const before = await read(session, { name: "snapshot" });
+    const result = await write(session, { name: "navigate", url: "https://example.com/login" });
+    expect(result).toBeUndefined(); // still waiting for the load event
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    await settle();
+    // A load event of another document (an earlier error page) does not end the wait.
+    expect(session.framesOf("result").at(-1)?.result).not.toMatchObject({ name: "navigate" });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    await settle();
+    const final = session.framesOf("result").at(-1);
+    expect(final).toMatchObject({ outcome: "succeeded", result: { name: "navigate", url: "https://example.com/login", title: "Login" } });
+    expect((final?.result as { generation: number }).generation).toBe((before.result as { generation: number }).generation + 1);
+  });
+
+  it("reports a redirect stopped by the origin guard as origin_not_allowed", async () => {
+    const { h, session } = await ready();
+    h.chrome.handlers.set("Page.navigate", () => ({ frameId: "f", loaderId: "L", errorText: "net::ERR_BLOCKED_BY_CLIENT" }));
+    const result = await write(session, { name: "navigate", url: "https://example.com/redirect-out" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "origin_not_allowed" } });
+  });
+
+  it("refuses to go back to a history entry outside the allowed origins, and says when there is none", async () => {
+    const { h, session } = await ready();
+    h.chrome.handlers.set("Page.getNavigationHistory", () => ({
+      currentIndex: 1,
+      entries: [
+        { id: 1, url: "https://elsewhere.example.net/", title: "" },
+        { id: 2, url: "https://example.com/", title: "" },
+      ],
+    }));
+    const back = await write(session, { name: "go_back" });
+    expect(back).toMatchObject({ outcome: "failed", error: { code: "origin_not_allowed" } });
+    expect(h.chrome.callsOf("Page.navigateToHistoryEntry")).toEqual([]);
+    const forward = await write(session, { name: "go_forward" });
+    expect(forward).toMatchObject({ outcome: "failed", error: { code: "no_history" } });
+  });
+});
+
+describe("input commands", () => {
+  it("types into the focused element and presses Enter when asked", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Email");
+    await write(session, { name: "type", ref, text: "jane", submit: true });
+    expect(h.chrome.callsOf("DOM.focus")[0]?.params).toEqual({ backendNodeId: 43 });
+    expect(h.chrome.callsOf("Input.insertText")[0]?.params).toEqual({ text: "jane" });
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").map((c) => [c.params.type, c.params.key])).toEqual([
+      ["keyDown", "Enter"],
+      ["keyUp", "Enter"],
+    ]);
+  });
+
+  it("presses keys with modifiers and refuses unknown key names", async () => {
+    const { h, session } = await ready();
+    await write(session, { name: "press_key", key: "a", modifiers: ["Control"] });
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent")[0]?.params).toMatchObject({ type: "rawKeyDown", key: "a", code: "KeyA", modifiers: 2 });
+    const refused = await write(session, { name: "press_key", key: "Hyperdrive" });
+    expect(refused).toMatchObject({ outcome: "failed", error: { code: "invalid_arguments" } });
+  });
+
+  it("reports a field the page refuses to fill as not interactable", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    h.chrome.handlers.set("Runtime.callFunctionOn", () => ({ result: { value: "not_editable" } }));
+    const result = await write(session, { name: "fill", ref, value: "x" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "element_not_interactable" } });
+  });
+
+  it("fails fill_secret without a secret value in the grant", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Password");
+    const result = await write(session, { name: "fill_secret", ref, secretRef: "vault:pw" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "secret_not_found" } });
+    expect(h.chrome.callsOf("Runtime.callFunctionOn")).toEqual([]);
+  });
+});
+
+describe("read commands", () => {
+  it("waits for text to appear", async () => {
+    const { h, session } = await ready();
+    let polls = 0;
+    h.chrome.handlers.set("Runtime.evaluate", () => {
+      polls += 1;
+      return { result: { value: polls >= 3 } };
+    });
+    session.receive({ type: "read", commandId: "c3a1e0f2-94d1-4b5e-8d5c-0e6f1a2b3c4d", command: { name: "wait_for", condition: { kind: "text_appears", text: "Welcome" }, timeoutMs: 3000 }, deadlineAt: "2099-01-01T00:00:00Z" });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await settle();
+    expect(session.framesOf("read_result")[0]).toMatchObject({ outcome: "succeeded", result: { name: "wait_for", matched: true } });
+    expect(String(h.chrome.callsOf("Runtime.evaluate")[0]?.params.expression)).toContain('"Welcome"');
+  });
+
+  it("bounds a screenshot to maxWidth", async () => {
+    const { h, session } = await ready();
+    h.chrome.handlers.set("Page.getLayoutMetrics", () => ({ cssVisualViewport: { pageX: 0, pageY: 0, clientWidth: 2000, clientHeight: 1000 } }));
+    h.chrome.handlers.set("Page.captureScreenshot", () => ({ data: "iVBORw0KGgo=" }));
+    const result = await read(session, { name: "screenshot", maxWidth: 1000 });
+    expect(result.result).toEqual({ name: "screenshot", mimeType: "image/png", data: "iVBORw0KGgo=", width: 1000, height: 500 });
+    expect(h.chrome.callsOf("Page.captureScreenshot")[0]?.params).toMatchObject({ clip: { width: 2000, height: 1000, scale: 0.5 } });
+  });
+
+  it("refuses a write sent as a read", async () => {
+    const { h, session } = await ready();
+    const result = await read(session, { name: "click", ref: "g1e1" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "invalid_arguments" } });
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toEqual([]);
+  });
+});

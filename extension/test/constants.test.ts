@@ -1,0 +1,18 @@
+import { describe, expect, it } from "vitest";
+
+import { HEARTBEAT_ACK_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS, RECONNECT_MAX_DELAY_MS, SERVICE_WORKER_IDLE_TIMEOUT_MS } from "../src/constants";
+
+describe("timing constants", () => {
+  it("beats often enough that Chrome never stops the idle service worker", () => {
+    expect(HEARTBEAT_INTERVAL_MS).toBe(22_000);
+    expect(HEARTBEAT_INTERVAL_MS).toBeLessThan(SERVICE_WORKER_IDLE_TIMEOUT_MS);
+  });
+
+  it("gives up on a silent backend before the backend's 75 s offline mark plus one beat", () => {
+    expect(HEARTBEAT_ACK_TIMEOUT_MS).toBeLessThanOrEqual(75_000);
+  });
+
+  it("reconnects well inside the 90 s liveness and recovery grace", () => {
+    expect(RECONNECT_MAX_DELAY_MS).toBeLessThan(90_000 / 2);
+  });
+});

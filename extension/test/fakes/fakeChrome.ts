@@ -1,0 +1,213 @@
+/**
+ * A fake ChromeFacade: in-memory storage areas, tabs, and a scriptable CDP per tab. Every CDP
+ * command is recorded; tests install handlers per method and emit CDP events by tab id.
+ */
+import type {
+  CdpTarget,
+  ChromeFacade,
+  DebuggerDetachListener,
+  DebuggerEventListener,
+  PanelMessageListener,
+  StorageArea,
+  TabSnapshot,
+} from "../../src/chrome/facade";
+
+export class FakeStorageArea implements StorageArea {
+  readonly data = new Map<string, unknown>();
+  /** When set, every `set` rejects (quota exceeded, storage failure). */
+  failSet = false;
+  /** Every value ever written, serialised, for "never stored" assertions. */
+  readonly writes: string[] = [];
+
+  get(keys: readonly string[]): Promise<Record<string, unknown>> {
+    const result: Record<string, unknown> = {};
+    for (const key of keys) if (this.data.has(key)) result[key] = structuredClone(this.data.get(key));
+    return Promise.resolve(result);
+  }
+
+  set(items: Record<string, unknown>): Promise<void> {
+    if (this.failSet) return Promise.reject(new Error("QUOTA_BYTES quota exceeded"));
+    for (const [key, value] of Object.entries(items)) {
+      this.writes.push(JSON.stringify(value));
+      this.data.set(key, structuredClone(value));
+    }
+    return Promise.resolve();
+  }
+
+  remove(keys: readonly string[]): Promise<void> {
+    for (const key of keys) this.data.delete(key);
+    return Promise.resolve();
+  }
+}
+
+export interface CdpCall {
+  readonly tabId: number;
+  readonly method: string;
+  readonly params: Record<string, unknown>;
+  readonly sessionId?: string;
+}
+
+export type CdpHandler = (params: Record<string, unknown>, target: CdpTarget) => unknown;
+
+/** Shared storage survives a simulated service-worker restart: pass it to the next FakeChrome. */
+export interface FakeStorage {
+  readonly local: FakeStorageArea;
+  readonly session: FakeStorageArea;
+  readonly managed: FakeStorageArea;
+}
+
+export function newStorage(): FakeStorage {
+  return { local: new FakeStorageArea(), session: new FakeStorageArea(), managed: new FakeStorageArea() };
+}
+
+export class FakeChrome implements ChromeFacade {
+  readonly tabsById = new Map<number, TabSnapshot>();
+  readonly attached = new Set<number>();
+  readonly calls: CdpCall[] = [];
+  readonly handlers = new Map<string, CdpHandler>();
+  readonly removedTabs: number[] = [];
+  readonly activatedTabs: number[] = [];
+  readonly alarmsCreated: string[] = [];
+  private nextTabId = 100;
+  private nextWindowId = 10;
+  private readonly eventListeners: DebuggerEventListener[] = [];
+  private readonly detachListeners: DebuggerDetachListener[] = [];
+  private readonly createdListeners: ((tab: TabSnapshot) => void)[] = [];
+  private readonly removedListeners: ((tabId: number) => void)[] = [];
+  private readonly messageListeners: PanelMessageListener[] = [];
+  private readonly alarmListeners: ((name: string) => void)[] = [];
+  private readonly changeListeners: ((area: string, keys: readonly string[]) => void)[] = [];
+
+  constructor(readonly store: FakeStorage = newStorage()) {
+    this.handlers.set("Page.getFrameTree", (_params, target) => ({ frameTree: { frame: { id: `main-${target.tabId}` } } }));
+    this.handlers.set("DOM.describeNode", () => ({ node: { attributes: [] } }));
+  }
+
+  /** Adds a tab as a person (or Chrome's session restore) would; fires tabs.onCreated. */
+  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean } = {}): TabSnapshot {
+    const tab: TabSnapshot = {
+      id: this.nextTabId++,
+      windowId: this.nextWindowId,
+      url,
+      title: options.title ?? "",
+      active: options.active ?? false,
+      ...(options.openerTabId === undefined ? {} : { openerTabId: options.openerTabId }),
+    };
+    this.tabsById.set(tab.id, tab);
+    for (const listener of this.createdListeners) listener(tab);
+    return tab;
+  }
+
+  setTabUrl(tabId: number, url: string, title = ""): void {
+    const tab = this.tabsById.get(tabId);
+    if (tab !== undefined) this.tabsById.set(tabId, { ...tab, url, title });
+  }
+
+  closeTabByUser(tabId: number): void {
+    this.tabsById.delete(tabId);
+    for (const listener of this.removedListeners) listener(tabId);
+  }
+
+  emitCdp(tabId: number, method: string, params: unknown, sessionId?: string): void {
+    const target: CdpTarget = sessionId === undefined ? { tabId } : { tabId, sessionId };
+    for (const listener of this.eventListeners) listener(target, method, params);
+  }
+
+  emitDetach(tabId: number, reason: string): void {
+    this.attached.delete(tabId);
+    for (const listener of this.detachListeners) listener(tabId, reason);
+  }
+
+  fireAlarm(name: string): void {
+    for (const listener of this.alarmListeners) listener(name);
+  }
+
+  callsOf(method: string, tabId?: number): CdpCall[] {
+    return this.calls.filter((c) => c.method === method && (tabId === undefined || c.tabId === tabId));
+  }
+
+  readonly debugger = {
+    attach: (tabId: number): Promise<void> => {
+      if (!this.tabsById.has(tabId)) return Promise.reject(new Error(`No tab with given id ${tabId}.`));
+      if (this.attached.has(tabId)) return Promise.reject(new Error("Another debugger is already attached to the tab"));
+      this.attached.add(tabId);
+      return Promise.resolve();
+    },
+    detach: (tabId: number): Promise<void> => {
+      if (!this.attached.delete(tabId)) return Promise.reject(new Error("Debugger is not attached to the tab"));
+      return Promise.resolve();
+    },
+    sendCommand: async (target: CdpTarget, method: string, params?: object): Promise<unknown> => {
+      const record = (params ?? {}) as Record<string, unknown>;
+      this.calls.push({ tabId: target.tabId, method, params: record, ...(target.sessionId === undefined ? {} : { sessionId: target.sessionId }) });
+      if (!this.attached.has(target.tabId)) throw new Error("Debugger is not attached to the tab");
+      const handler = this.handlers.get(method);
+      return handler === undefined ? {} : await handler(record, target);
+    },
+    onEvent: (listener: DebuggerEventListener): void => {
+      this.eventListeners.push(listener);
+    },
+    onDetach: (listener: DebuggerDetachListener): void => {
+      this.detachListeners.push(listener);
+    },
+  };
+
+  readonly tabs = {
+    get: (tabId: number): Promise<TabSnapshot | undefined> => Promise.resolve(this.tabsById.get(tabId)),
+    remove: (tabId: number): Promise<void> => {
+      this.removedTabs.push(tabId);
+      this.closeTabByUser(tabId);
+      return Promise.resolve();
+    },
+    activate: (tabId: number): Promise<void> => {
+      this.activatedTabs.push(tabId);
+      return Promise.resolve();
+    },
+    onCreated: (listener: (tab: TabSnapshot) => void): void => {
+      this.createdListeners.push(listener);
+    },
+    onRemoved: (listener: (tabId: number) => void): void => {
+      this.removedListeners.push(listener);
+    },
+  };
+
+  readonly windows = {
+    createUnfocusedBlank: (): Promise<TabSnapshot> => {
+      this.nextWindowId += 1;
+      return Promise.resolve(this.openTab("about:blank"));
+    },
+  };
+
+  get storage(): ChromeFacade["storage"] {
+    return {
+      local: this.store.local,
+      session: this.store.session,
+      managed: this.store.managed,
+      onChanged: (listener) => {
+        this.changeListeners.push(listener);
+      },
+    };
+  }
+
+  readonly runtime = {
+    extensionVersion: "0.1.0",
+    onMessage: (listener: PanelMessageListener): void => {
+      this.messageListeners.push(listener);
+    },
+    onStartup: (): void => undefined,
+  };
+
+  readonly alarms = {
+    create: (name: string): Promise<void> => {
+      this.alarmsCreated.push(name);
+      return Promise.resolve();
+    },
+    onAlarm: (listener: (name: string) => void): void => {
+      this.alarmListeners.push(listener);
+    },
+  };
+
+  readonly permissions = {
+    containsOrigin: (): Promise<boolean> => Promise.resolve(true),
+  };
+}

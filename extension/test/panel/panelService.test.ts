@@ -1,0 +1,113 @@
+import { describe, expect, it } from "vitest";
+
+import { PanelService } from "../../src/panel/panelService";
+import type { PanelResponse } from "../../src/panel/messages";
+import { CREDENTIAL, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
+
+const ATTENDED = { sessionId: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", leaseId: "4c5d6e7f-8091-4a23-b4c5-d6e7f8091a23" };
+
+async function attached(): Promise<{ h: ReturnType<typeof makeHarness>; device: Awaited<ReturnType<typeof connectDevice>>; panel: PanelService; tabId: number }> {
+  const h = makeHarness();
+  enroll(h.store);
+  const device = await connectDevice(h);
+  const panel = new PanelService(h.chrome, h.profile);
+  const tab = h.chrome.openTab("https://example.com/account", { title: "Account", active: true });
+  const pending = panel.handle({ type: "attach_tab", sessionId: ATTENDED.sessionId, tabId: tab.id });
+  await settle();
+  const request = device.framesOf("attach_request")[0];
+  expect(request).toMatchObject({ sessionId: ATTENDED.sessionId, tabId: tab.id, browserEpoch: h.profile.browserEpoch });
+  device.receive({ type: "attach_result", requestId: request?.requestId, sessionId: ATTENDED.sessionId, outcome: "attached", leaseId: ATTENDED.leaseId, leaseEpoch: 1, allowedOrigins: ["https://example.com"] });
+  const response = await pending;
+  expect(response.ok).toBe(true);
+  return { h, device, panel, tabId: tab.id };
+}
+
+describe("PanelService", () => {
+  it("attaches the tab a person picked, and a close detaches without closing it", async () => {
+    const { h, device, tabId } = await attached();
+    expect(h.chrome.attached.has(tabId)).toBe(true);
+    device.receive({ type: "close", ...ATTENDED, leaseEpoch: 1, reason: "deleted" });
+    await settle();
+    expect(device.framesOf("close_ack")).toEqual([{ type: "close_ack", leaseId: ATTENDED.leaseId, leaseEpoch: 1 }]);
+    expect(h.chrome.attached.has(tabId)).toBe(false);
+    expect(h.chrome.removedTabs).toEqual([]);
+    expect(h.chrome.tabsById.has(tabId)).toBe(true);
+  });
+
+  it("lets a person detach an attended session, leaving the tab open", async () => {
+    const { h, device, panel, tabId } = await attached();
+    const response = await panel.handle({ type: "detach_session", sessionId: ATTENDED.sessionId });
+    await settle();
+    expect(response.ok).toBe(true);
+    expect(device.framesOf("lease_released")).toEqual([{ type: "lease_released", leaseId: ATTENDED.leaseId, leaseEpoch: 1, reason: "detached_by_user" }]);
+    expect(h.chrome.removedTabs).toEqual([]);
+    expect(h.chrome.attached.has(tabId)).toBe(false);
+  });
+
+  it("refuses to attach a tab showing an origin the session does not allow, and releases the lease", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const panel = new PanelService(h.chrome, h.profile);
+    const tab = h.chrome.openTab("https://mail.example.net/inbox");
+    const pending = panel.handle({ type: "attach_tab", sessionId: ATTENDED.sessionId, tabId: tab.id });
+    await settle();
+    const request = device.framesOf("attach_request")[0];
+    device.receive({ type: "attach_result", requestId: request?.requestId, sessionId: ATTENDED.sessionId, outcome: "attached", leaseId: ATTENDED.leaseId, leaseEpoch: 1, allowedOrigins: ["https://example.com"] });
+    const response = await pending;
+    await settle();
+    expect(response.ok).toBe(false);
+    expect(h.chrome.attached.has(tab.id)).toBe(false);
+    expect(device.framesOf("lease_released")).toEqual([expect.objectContaining({ leaseId: ATTENDED.leaseId, reason: "detached_by_user" })]);
+  });
+
+  it("reports status without the credential, URLs or titles", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const { tabId } = await provision(h, device, LEASE_A);
+    h.chrome.setTabUrl(tabId, "https://example.com/private", "Private page");
+    const panel = new PanelService(h.chrome, h.profile);
+    const response = (await panel.handle({ type: "get_status" })) as Extract<PanelResponse, { ok: true }>;
+    expect(response.status).toMatchObject({
+      connection: "online",
+      browserEpoch: h.profile.browserEpoch,
+      enrollment: { source: "local", deviceId: "laptop-1", credentialSet: true },
+      capacity: { total: 2, free: 1 },
+      sessions: [{ sessionId: LEASE_A.sessionId, mode: "unattended", tabId }],
+    });
+    const text = JSON.stringify(response);
+    expect(text).not.toContain(CREDENTIAL);
+    expect(text).not.toContain("private");
+    expect(text).not.toContain("Private page");
+  });
+
+  it("disabling the device closes its extension-owned tabs and stops connecting", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const { tabId } = await provision(h, device, LEASE_A);
+    const panel = new PanelService(h.chrome, h.profile);
+    const response = await panel.handle({ type: "set_enabled", enabled: false });
+    await settle();
+    expect(response.ok).toBe(true);
+    expect(h.profile.connectionState).toBe("disabled");
+    expect(h.chrome.removedTabs).toEqual([tabId]);
+    expect(device.closedByClient).toBeDefined();
+  });
+
+  it("refuses local changes while enterprise policy is in force", async () => {
+    const h = makeHarness();
+    h.store.managed.data.set("serviceOrigin", "https://fleet.example.com");
+    h.store.managed.data.set("deviceId", "fleet-7");
+    h.store.managed.data.set("deviceCredential", "udc_fleet_credential_value");
+    const panel = new PanelService(h.chrome, h.profile);
+    const response = await panel.handle({
+      type: "save_enrollment",
+      form: { serviceOrigin: "https://other.example.com", deviceId: "x", credential: "udc_x_credential", enabled: true, policyMode: "any", policyOrigins: [] },
+    });
+    expect(response.ok).toBe(false);
+    expect(response.status?.enrollment.source).toBe("managed");
+    expect(h.store.local.data.size).toBe(0);
+  });
+});

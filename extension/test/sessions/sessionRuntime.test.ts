@@ -1,0 +1,262 @@
+import { describe, expect, it } from "vitest";
+
+import { journalKey } from "../../src/sessions/writeJournal";
+import type { FakeSocket } from "../fakes/fakeSocket";
+import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, nextUuid, openSession, provision, settle } from "../fakes/harness";
+import { BUTTON_NODE, installLoginPage, read, refOf, write } from "../fakes/page";
+
+function journalStates(h: ReturnType<typeof makeHarness>, sessionId: string): Record<string, string> {
+  const entries = (h.store.session.data.get(journalKey(sessionId)) ?? []) as { commandId: string; state: string }[];
+  return Object.fromEntries(entries.map((e) => [e.commandId, e.state]));
+}
+
+async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; device: FakeSocket; tabId: number; session: FakeSocket }> {
+  const h = makeHarness();
+  enroll(h.store);
+  installLoginPage(h.chrome);
+  const device = await connectDevice(h);
+  const { tabId, session } = await provision(h, device, LEASE_A);
+  return { h, device, tabId, session };
+}
+
+describe("SessionRuntime write protocol", () => {
+  it("persists prepared before it answers write_ready", async () => {
+    const { h, session } = await ready();
+    const commandId = nextUuid();
+    let stateWhenReady: string | undefined;
+    const send = session.send.bind(session);
+    session.send = (data: string) => {
+      if (data.includes('"write_ready"')) stateWhenReady = journalStates(h, LEASE_A.sessionId)[commandId];
+      send(data);
+    };
+    session.receive({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    expect(session.framesOf("write_ready")).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
+    expect(stateWhenReady).toBe("prepared");
+  });
+
+  it("persists started before the CDP action and completed_unacked before the result, and drops on result_ack", async () => {
+    const { h, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const commandId = nextUuid();
+    const statesAtAction: (string | undefined)[] = [];
+    h.chrome.handlers.set("Input.dispatchMouseEvent", () => {
+      statesAtAction.push(journalStates(h, LEASE_A.sessionId)[commandId]);
+      return {};
+    });
+    let stateAtResult: string | undefined;
+    const send = session.send.bind(session);
+    session.send = (data: string) => {
+      if (data.includes('"type":"result"')) stateAtResult = journalStates(h, LEASE_A.sessionId)[commandId];
+      send(data);
+    };
+    const result = await write(session, { name: "click", ref }, { commandId });
+    expect(result).toMatchObject({ type: "result", commandId, outcome: "succeeded", result: { name: "click" } });
+    expect(statesAtAction).toEqual(["started", "started", "started"]);
+    expect(stateAtResult).toBe("completed_unacked");
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
+    session.receive({ type: "result_ack", commandId });
+    await settle();
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({});
+  });
+
+  it("refuses a grant that was never prepared and never acts on it", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const commandId = nextUuid();
+    session.receive({ type: "write_grant", commandId, leaseEpoch: 1, command: { name: "click", ref }, dryRun: false, deadlineAt: FUTURE });
+    await settle();
+    expect(session.framesOf("error")).toEqual([expect.objectContaining({ code: "write_refused", commandId })]);
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toEqual([]);
+  });
+
+  it("refuses write_prepare for another lease epoch", async () => {
+    const { session } = await ready();
+    session.receive({ type: "write_prepare", commandId: nextUuid(), name: "click", leaseEpoch: 7, dryRun: false, readyBy: FUTURE });
+    await settle();
+    expect(session.framesOf("error").at(-1)).toMatchObject({ code: "write_refused" });
+    expect(session.framesOf("write_ready")).toEqual([]);
+  });
+
+  it("refuses write_prepare while the backend says writes are blocked, and still serves reads", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    installLoginPage(h.chrome);
+    const device = await connectDevice(h);
+    device.receive({ type: "provision", ...LEASE_A, leaseEpoch: 1, allowedOrigins: ["https://example.com"], deadlineAt: FUTURE });
+    await settle();
+    const session = await openSession(h, device, LEASE_A, { writesBlocked: true });
+    session.receive({ type: "write_prepare", commandId: nextUuid(), name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    expect(session.framesOf("write_ready")).toEqual([]);
+    expect(session.framesOf("error").at(-1)).toMatchObject({ code: "write_refused" });
+    expect(await read(session, { name: "get_tabs" })).toMatchObject({ outcome: "succeeded" });
+  });
+
+  it("resolves a dry run without acting", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const result = await write(session, { name: "click", ref }, { dryRun: true });
+    expect(result).toMatchObject({ outcome: "succeeded", result: { name: "click", preview: { targetRole: "button", targetName: "Sign in", allowed: true } } });
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toEqual([]);
+  });
+
+  it("refuses navigation to an origin outside allowedOrigins without calling Page.navigate", async () => {
+    const { h, session } = await ready();
+    const result = await write(session, { name: "navigate", url: "https://evil.example.net/phish" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "origin_not_allowed" } });
+    expect(h.chrome.callsOf("Page.navigate")).toEqual([]);
+    const preview = await write(session, { name: "navigate", url: "https://evil.example.net/" }, { dryRun: true });
+    expect(preview).toMatchObject({ outcome: "succeeded", result: { preview: { allowed: false, navigatesTo: "https://evil.example.net/" } } });
+  });
+
+  it("refuses a ref from an earlier document as stale and never clicks", async () => {
+    const { h, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" }, type: "Navigation" });
+    await settle();
+    const result = await write(session, { name: "click", ref });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "stale_ref" } });
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toEqual([]);
+    const fresh = await refOf(session, "button", "Sign in");
+    expect(fresh).not.toBe(ref);
+  });
+
+  it("replays completed_unacked results after a service-worker restart and applies the backend's verdict", async () => {
+    const { h, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const completed = nextUuid();
+    const prepared = nextUuid();
+    const started = nextUuid();
+    await write(session, { name: "click", ref }, { commandId: completed });
+    session.receive({ type: "write_prepare", commandId: prepared, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    h.chrome.handlers.set("Input.dispatchMouseEvent", () => new Promise(() => undefined)); // the worker dies mid-click
+    await write(session, { name: "click", ref }, { commandId: started });
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({ [completed]: "completed_unacked", [prepared]: "prepared", [started]: "started" });
+
+    // A new service worker over the same chrome.storage.session: same epoch, same tab.
+    const h2 = makeHarness({ store: h.store });
+    installLoginPage(h2.chrome);
+    h2.chrome.tabsById.set(tabId, { id: tabId, windowId: 1, url: "https://example.com/login", title: "Sign in", active: false });
+    h2.chrome.attached.add(tabId); // Chrome may still hold the previous worker's attachment
+    const device2 = await connectDevice(h2);
+    expect(device2.framesOf("hello")[0]).toMatchObject({ leases: [{ leaseId: LEASE_A.leaseId, sessionId: LEASE_A.sessionId, leaseEpoch: 1, tabId }] });
+    expect(device2.framesOf("recovery_report")).toEqual([]);
+    const session2 = await openSession(h2, device2, LEASE_A, { cancel: [prepared], unknown: [started] });
+    const hello = session2.framesOf("hello")[0];
+    expect(hello?.journal).toEqual([
+      { commandId: completed, state: "completed_unacked" },
+      { commandId: prepared, state: "prepared" },
+      { commandId: started, state: "started" },
+    ]);
+    expect(session2.framesOf("result")).toEqual([
+      expect.objectContaining({ commandId: completed, outcome: "succeeded", replayed: true }),
+    ]);
+    expect(journalStates(h2, LEASE_A.sessionId)).toEqual({ [completed]: "completed_unacked" });
+    session2.receive({ type: "result_ack", commandId: completed });
+    await settle();
+    expect(journalStates(h2, LEASE_A.sessionId)).toEqual({});
+
+    // Refs of the previous worker are stale: the restarted runtime starts a new generation.
+    const afterRestart = await write(session2, { name: "click", ref });
+    expect(afterRestart).toMatchObject({ outcome: "failed", error: { code: "stale_ref" } });
+  });
+});
+
+describe("SessionRuntime queueing", () => {
+  it("runs two commands of one runtime first-in first-out, one at a time", async () => {
+    const { h, session } = await ready();
+    let release: () => void = () => undefined;
+    h.chrome.handlers.set(
+      "Accessibility.getFullAXTree",
+      () =>
+        new Promise((resolve) => {
+          release = () => {
+            resolve({ nodes: [] });
+          };
+        }),
+    );
+    const first = nextUuid();
+    const second = nextUuid();
+    session.receive({ type: "read", commandId: first, command: { name: "snapshot" }, deadlineAt: FUTURE });
+    session.receive({ type: "read", commandId: second, command: { name: "get_tabs" }, deadlineAt: FUTURE });
+    await settle();
+    expect(session.framesOf("read_result")).toEqual([]);
+    release();
+    await settle();
+    expect(session.framesOf("read_result").map((f) => f.commandId)).toEqual([first, second]);
+  });
+
+  it("runs two runtimes concurrently", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const a = await provision(h, device, LEASE_A);
+    const b = await provision(h, device, LEASE_B, ["https://shop.example.org"]);
+    h.chrome.handlers.set("Accessibility.getFullAXTree", (_params, target) =>
+      target.tabId === a.tabId ? new Promise(() => undefined) : { nodes: [] },
+    );
+    a.session.receive({ type: "read", commandId: nextUuid(), command: { name: "snapshot" }, deadlineAt: FUTURE });
+    await settle();
+    const resultB = await read(b.session, { name: "snapshot" });
+    expect(resultB).toMatchObject({ outcome: "succeeded" });
+    expect(a.session.framesOf("read_result")).toEqual([]);
+  });
+});
+
+describe("SessionRuntime secrets and tabs", () => {
+  it("passes fill_secret plaintext only to the page call: never to storage, frames or logs", async () => {
+    const { h, session, device } = await ready();
+    const ref = await refOf(session, "textbox", "Password");
+    const secret = "correct-horse-battery-staple";
+    const result = await write(session, { name: "fill_secret", ref, secretRef: "vault:login-password" }, { secretValue: secret });
+    expect(result).toMatchObject({ outcome: "succeeded" });
+    const call = h.chrome.callsOf("Runtime.callFunctionOn")[0];
+    expect(call?.params.arguments).toEqual([{ value: secret }]);
+    const everything = [
+      ...h.store.session.writes,
+      ...h.store.local.writes,
+      ...session.sent.map((f) => JSON.stringify(f)),
+      ...device.sent.map((f) => JSON.stringify(f)),
+      ...h.logs,
+    ].join("\n");
+    expect(everything).not.toContain(secret);
+  });
+
+  it("never reports the value of a password field in a snapshot", async () => {
+    const { session } = await ready();
+    const result = await read(session, { name: "snapshot" });
+    const nodes = (result.result as { nodes: { name: string; value?: string }[] }).nodes;
+    expect(nodes.find((n) => n.name === "Email")?.value).toBe("jane@example.com");
+    expect(nodes.find((n) => n.name === "Password")).not.toHaveProperty("value");
+    expect(JSON.stringify(result)).not.toContain("hunter2");
+  });
+
+  it("exposes only the session's own tab through hello, get_tabs and switch_tab", async () => {
+    const { h, tabId, session } = await ready();
+    const userTab = h.chrome.openTab("https://mail.example.com/inbox", { title: "Inbox", active: true });
+    const hello = await read(session, { name: "hello" });
+    expect(hello.result).toMatchObject({ name: "hello", protocolVersion: 2, tab: { tabId } });
+    const tabs = await read(session, { name: "get_tabs" });
+    expect((tabs.result as { tabs: { tabId: number }[] }).tabs.map((t) => t.tabId)).toEqual([tabId]);
+    expect(JSON.stringify(tabs)).not.toContain("Inbox");
+    const refused = await write(session, { name: "switch_tab", tabId: userTab.id });
+    expect(refused).toMatchObject({ outcome: "failed", error: { code: "tab_not_owned" } });
+    expect(h.chrome.activatedTabs).toEqual([]);
+    const switched = await write(session, { name: "switch_tab", tabId });
+    expect(switched).toMatchObject({ outcome: "succeeded" });
+    expect(h.chrome.activatedTabs).toEqual([tabId]);
+    expect(h.chrome.callsOf("Runtime.callFunctionOn").some((c) => c.tabId === userTab.id)).toBe(false);
+    expect(h.chrome.attached.has(userTab.id)).toBe(false);
+  });
+
+  it("clicks at the centre of the element's box", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    await write(session, { name: "click", ref });
+    const pressed = h.chrome.callsOf("Input.dispatchMouseEvent").find((c) => c.params.type === "mousePressed");
+    expect(pressed?.params).toMatchObject({ x: 60, y: 40, button: "left", clickCount: 1 });
+    expect(h.chrome.callsOf("DOM.getBoxModel")[0]?.params).toEqual({ backendNodeId: BUTTON_NODE });
+  });
+});

@@ -1,0 +1,79 @@
+import { describe, expect, it } from "vitest";
+
+import { IllegalTransitionError, JournalFullError, WriteJournal, journalKey } from "../../src/sessions/writeJournal";
+import { FakeStorageArea } from "../fakes/fakeChrome";
+
+const SESSION = "7d0c4f5e-3b7a-4f0e-9a51-2f7f2a6b9c10";
+const COMMAND = "c3a1e0f2-94d1-4b5e-8d5c-0e6f1a2b3c4d";
+
+function stored(area: FakeStorageArea): { commandId: string; state: string }[] {
+  return (area.data.get(journalKey(SESSION)) ?? []) as { commandId: string; state: string }[];
+}
+
+describe("WriteJournal", () => {
+  it("persists prepared, started and completed_unacked in storage before memory follows", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    expect(stored(area).map((e) => e.state)).toEqual(["prepared"]);
+    await journal.markStarted(COMMAND);
+    expect(stored(area).map((e) => e.state)).toEqual(["started"]);
+    await journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } });
+    expect(stored(area).map((e) => e.state)).toEqual(["completed_unacked"]);
+    await journal.drop([COMMAND]);
+    expect(stored(area)).toEqual([]);
+  });
+
+  it("refuses moves the state machine does not allow", async () => {
+    const journal = new WriteJournal(new FakeStorageArea(), SESSION);
+    await expect(journal.markStarted(COMMAND)).rejects.toBeInstanceOf(IllegalTransitionError);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.markStarted(COMMAND);
+    await expect(journal.markStarted(COMMAND)).rejects.toBeInstanceOf(IllegalTransitionError);
+    await journal.complete(COMMAND, { outcome: "failed", error: { code: "cdp_error", message: "x" } });
+    await expect(journal.markStarted(COMMAND)).rejects.toBeInstanceOf(IllegalTransitionError);
+    await expect(journal.complete(COMMAND, { outcome: "failed" })).rejects.toBeInstanceOf(IllegalTransitionError);
+  });
+
+  it("allows a prepared write to complete without starting when it failed before acting", async () => {
+    const journal = new WriteJournal(new FakeStorageArea(), SESSION);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    const entry = await journal.complete(COMMAND, { outcome: "failed", error: { code: "stale_ref", message: "stale" } });
+    expect(entry.state).toBe("completed_unacked");
+  });
+
+  it("treats a repeated prepare as the same entry", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    expect(stored(area)).toHaveLength(1);
+  });
+
+  it("holds at most 64 unacknowledged writes", async () => {
+    const journal = new WriteJournal(new FakeStorageArea(), SESSION);
+    for (let i = 0; i < 64; i += 1) {
+      await journal.prepare({ commandId: `c3a1e0f2-94d1-4b5e-8d5c-${i.toString().padStart(12, "0")}`, name: "click", leaseEpoch: 1, dryRun: false });
+    }
+    await expect(journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false })).rejects.toBeInstanceOf(JournalFullError);
+  });
+
+  it("loads what an earlier worker persisted", async () => {
+    const area = new FakeStorageArea();
+    const first = new WriteJournal(area, SESSION);
+    await first.prepare({ commandId: COMMAND, name: "fill", leaseEpoch: 2, dryRun: false });
+    await first.markStarted(COMMAND);
+    const second = new WriteJournal(area, SESSION);
+    await second.load();
+    expect(second.get(COMMAND)).toMatchObject({ state: "started", name: "fill", leaseEpoch: 2 });
+  });
+
+  it("keeps memory unchanged when storage refuses the write", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    area.failSet = true;
+    await expect(journal.markStarted(COMMAND)).rejects.toThrow(/quota/);
+    expect(journal.get(COMMAND)?.state).toBe("prepared");
+  });
+});

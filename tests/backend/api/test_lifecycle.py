@@ -1,0 +1,222 @@
+"""Expiry, liveness, grace, late acks and attended attach, driven by the manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from tests.backend.conftest import Backend, idem, unattended
+from understudy._store import credentials
+from understudy.generated import models as m
+from understudy.simdevice import Behaviour, SimulatedDevice
+
+
+async def _create(backend: Backend, http: Any, **body: Any) -> str:
+    response = await http.post("/v1/sessions", json=unattended(**body), headers=idem())
+    assert response.status_code == 201, response.text
+    session_id: str = response.json()["sessionId"]
+    await backend.settle()  # let the session socket open before the clock moves past its ticket
+    return session_id
+
+
+async def _create_pending(backend: Backend, http: Any) -> Any:
+    """A create that will not connect in time: the 5 s wait passes on the manual clock."""
+    pending = asyncio.ensure_future(http.post("/v1/sessions", json=unattended(), headers=idem()))
+    await backend.settle()
+    await backend.clock.advance(5)
+    return await pending
+
+
+async def _tomb(http: Any, session_id: str) -> dict[str, Any]:
+    response = await http.get(f"/v1/sessions/{session_id}")
+    assert response.status_code == 410, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+async def _heartbeats(backend: Backend, device: SimulatedDevice, seconds: float) -> None:
+    """Advance time in 22 s steps with a heartbeat at each, as the extension does."""
+    while seconds > 0:
+        step = min(22.0, seconds)
+        await backend.clock.advance(step)
+        await device.heartbeat()
+        await backend.settle(5)
+        seconds -= step
+
+
+async def _keep_alive(backend: Backend, seconds: float, device: str = "laptop-1") -> None:
+    """Long stretches: record a heartbeat every 70 s straight in storage (the socket path of
+    heartbeats is covered by the 75 s test); hours pass in milliseconds."""
+    services = backend.services
+    while seconds > 0:
+        step = min(70.0, seconds)
+        await backend.clock.advance(step)
+        with services.db.transaction():
+            credentials.device_seen(services.db, "acme", device, services.clock.now())
+        seconds -= step
+    await backend.settle(5)
+
+
+async def test_hard_expiry_is_24h_even_with_activity(backend: Backend) -> None:
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        body = (await http.get(f"/v1/sessions/{session_id}")).json()
+        assert body["expiresAt"] != body["idleExpiresAt"]
+        for _ in range(13):  # keep it from idling: a command every 110 minutes
+            await backend.services.coordinator("acme").command_admitted(session_id)
+            await _keep_alive(backend, 110 * 60)
+        assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
+        await _keep_alive(backend, 10 * 60)  # 24 h 10 min
+        await backend.settle()
+        assert (await _tomb(http, session_id)) | {"endedAt": None} == {
+            "sessionId": session_id,
+            "status": "expired",
+            "reason": "hard_expiry",
+            "endedAt": None,
+        }
+        assert session_id in {str(f.session_id) for f in device.frames_of(m.DeviceServerClose)}
+
+
+async def test_idle_expiry_is_2h_after_the_last_admitted_command(backend: Backend) -> None:
+    await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        await _keep_alive(backend, 60 * 60)
+        await backend.services.coordinator("acme").command_admitted(session_id)
+        await _keep_alive(backend, 110 * 60)  # 2 h 50 min after creation: still alive
+        assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
+        await _keep_alive(backend, 11 * 60)
+        await backend.settle()
+        tomb = await _tomb(http, session_id)
+        assert (tomb["status"], tomb["reason"]) == ("expired", "idle_expiry")
+        # Capacity was held until the extension acknowledged the fenced close.
+        devices = (await http.get("/v1/devices")).json()["devices"]
+        assert devices[0]["usedCapacity"] == 0
+
+
+async def test_heartbeat_gap_marks_the_device_offline_at_75s(backend: Backend) -> None:
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        await _heartbeats(backend, device, 44)
+        await backend.clock.advance(74)  # 74 s without a heartbeat
+        await backend.settle()
+        assert (await http.get("/v1/devices")).json()["devices"][0]["online"] is True
+        await backend.clock.advance(1)
+        await backend.settle()
+        listed = (await http.get("/v1/devices")).json()["devices"][0]
+        assert listed["online"] is False
+        assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "recovering"
+        # 90 s of liveness and recovery grace from the last heartbeat, then the lease is lost.
+        await backend.clock.advance(15)
+        await backend.settle()
+        tomb = await _tomb(http, session_id)
+        assert (tomb["status"], tomb["reason"]) == ("lost", "device_lost")
+        assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 0
+
+
+async def test_device_back_within_grace_recovers_the_session(backend: Backend) -> None:
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        await device.disconnect()
+        await backend.clock.advance(80)
+        await backend.settle()
+        assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "recovering"
+        await device.connect()  # same browser epoch: the extension still holds the lease
+        await backend.settle()
+        assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "connected"
+
+
+async def test_provisioning_deadline_loses_the_session_and_keeps_capacity_until_settled(
+    backend: Backend,
+) -> None:
+    device = await backend.device(behaviour=Behaviour(provision="silent", close="silent"))
+    async with backend.client(backend.api_key()) as http:
+        response = await _create_pending(backend, http)
+        session_id = response.json()["sessionId"]
+        assert response.status_code == 202
+        await _heartbeats(backend, device, 25)
+        await backend.settle()
+        tomb = await _tomb(http, session_id)
+        assert (tomb["status"], tomb["reason"]) == ("lost", "provisioning_failed")
+        assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 1
+        await _heartbeats(backend, device, 90)
+        await backend.settle()
+        assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 0
+
+
+async def test_a_late_provision_ack_gets_a_close(backend: Backend) -> None:
+    device = await backend.device(behaviour=Behaviour(provision="silent"))
+    async with backend.client(backend.api_key()) as http:
+        response = await _create_pending(backend, http)
+        session_id = response.json()["sessionId"]
+        await http.delete(f"/v1/sessions/{session_id}")
+        provision = device.frames_of(m.DeviceServerProvision)[0]
+        device.behaviour.provision = "ack"
+        await device._provision(provision)  # the tab appears after the session was deleted
+        await device.wait_for(
+            lambda: [
+                c for c in device.frames_of(m.DeviceServerClose) if c.lease_id == provision.lease_id
+            ]
+        )
+        await backend.settle()
+        assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 410
+
+
+async def test_refused_provisioning_is_reported(backend: Backend) -> None:
+    await backend.device(behaviour=Behaviour(provision="refuse"))
+    async with backend.client(backend.api_key()) as http:
+        response = await http.post("/v1/sessions", json=unattended(), headers=idem())
+    assert response.status_code == 503
+    assert response.json()["code"] == "no_device_available"
+
+
+async def test_attended_attach_binds_one_tab_and_delete_detaches(backend: Backend) -> None:
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = (await http.post("/v1/sessions")).json()["sessionId"]
+        result = await device.attach(session_id, tab_id=42)
+        assert result.outcome == "attached"
+        body = (await http.get(f"/v1/sessions/{session_id}")).json()
+        assert (body["status"], body["deviceId"]) == ("connected", "laptop-1")
+        again = await device.attach(session_id, tab_id=43)
+        assert again.outcome == "refused"
+        assert again.error is not None and again.error.code == "not_awaiting_attach"
+        assert (await http.delete(f"/v1/sessions/{session_id}")).status_code == 202
+        await device.wait_for(lambda: device.closed_leases)
+        await backend.settle()
+        assert (await _tomb(http, session_id))["status"] == "closed"
+
+
+async def test_attach_from_another_tenant_is_refused(backend: Backend) -> None:
+    device = await backend.device(tenant="globex", device="other")
+    async with backend.client(backend.api_key()) as http:
+        session_id = (await http.post("/v1/sessions")).json()["sessionId"]
+    result = await device.attach(session_id)
+    assert result.outcome == "refused"
+    assert result.error is not None and result.error.code == "session_not_found"
+
+
+async def test_browser_restart_recreates_blank_tabs_and_blocks_writes(backend: Backend) -> None:
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        old_tab = next(iter(device.leases.values())).tab_id
+        await device.restart_browser()
+        await device.wait_for(lambda: device.leases)
+        await backend.settle()
+        lease = next(iter(device.leases.values()))
+        assert lease.tab_id != old_tab
+        assert lease.lease_epoch == 2
+        body = (await http.get(f"/v1/sessions/{session_id}")).json()
+        assert body["status"] == "connected"
+        assert (body["writesBlocked"], body["writesBlockedReason"]) == (
+            True,
+            "browser_epoch_changed",
+        )
+        # The prior epoch's session ticket no longer opens a socket (authority was demoted).
+        await device.wait_for(lambda: lease.session_frames)
+        assert isinstance(lease.session_frames[0], m.SessionServerHelloAck)
+        assert lease.session_frames[0].writes_blocked is True

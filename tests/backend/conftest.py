@@ -1,0 +1,161 @@
+"""A running backend for tests: uvicorn on 127.0.0.1, SQLite in a temp dir, a manual clock.
+
+Tests talk to it over real HTTP and real WebSockets, like the extension and consumers do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import uvicorn
+
+from understudy import _security
+from understudy._bootstrap import build_services
+from understudy._clock import ManualClock
+from understudy._config import Settings, load_settings
+from understudy._store import credentials
+from understudy.app import create_app
+from understudy.simdevice import Behaviour, SimulatedDevice
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Iterable
+    from pathlib import Path
+
+    from understudy._services import Services
+
+ORIGINS = ["https://example.com"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@dataclass
+class Backend:
+    settings: Settings
+    services: Services
+    clock: ManualClock
+    server: uvicorn.Server
+    task: asyncio.Task[None]
+    devices: list[SimulatedDevice] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return self.settings.public_url
+
+    def api_key(self, tenant: str = "acme", actor: str = "bot") -> str:
+        token = _security.generate_token("consumer")
+        with self.services.db.transaction():
+            credentials.add_api_key(
+                self.services.db,
+                digest=_security.token_digest(token),
+                key_id=f"key_{uuid.uuid4().hex[:8]}",
+                tenant=tenant,
+                actor=actor,
+                now=self.clock.now(),
+            )
+        return token
+
+    def enroll(self, tenant: str = "acme", device: str = "laptop-1") -> str:
+        token = _security.generate_token("device")
+        with self.services.db.transaction():
+            credentials.add_device(
+                self.services.db,
+                tenant=tenant,
+                device_id=device,
+                digest=_security.token_digest(token),
+                now=self.clock.now(),
+            )
+        return token
+
+    def client(self, key: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            base_url=self.url, headers={"Authorization": f"Bearer {key}"}, timeout=10
+        )
+
+    async def device(
+        self,
+        tenant: str = "acme",
+        device: str = "laptop-1",
+        behaviour: Behaviour | None = None,
+        connect: bool = True,
+    ) -> SimulatedDevice:
+        sim = SimulatedDevice(self.url, self.enroll(tenant, device), behaviour)
+        self.devices.append(sim)
+        if connect:
+            await sim.connect()
+        return sim
+
+    async def settle(self, rounds: int = 50) -> None:
+        """Let in-flight frames and actor turns finish (real sockets need real loop turns)."""
+        for _ in range(rounds):
+            await asyncio.sleep(0.002)
+
+
+async def start_backend(
+    tmp_path: Path, clock: ManualClock | None = None, **overrides: Any
+) -> Backend:
+    port = free_port()
+    env = {
+        "UNDERSTUDY_DATA_DIR": str(tmp_path / "data"),
+        "UNDERSTUDY_PORT": str(port),
+        "UNATTENDED_ENABLED_TENANTS": '["acme", "globex"]',
+    }
+    settings = replace(load_settings(env), **overrides)
+    clock = clock or ManualClock()
+    services = build_services(settings, clock)
+    config = uvicorn.Config(
+        create_app(services),
+        host="127.0.0.1",
+        port=port,
+        lifespan="on",
+        log_level="warning",
+        ws="websockets-sansio",
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    while not server.started:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    return Backend(settings, services, clock, server, task)
+
+
+async def stop_backend(backend: Backend) -> None:
+    for device in backend.devices:
+        await device.stop()
+    backend.server.should_exit = True
+    await backend.task
+
+
+@pytest.fixture
+async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
+    running = await start_backend(tmp_path)
+    try:
+        yield running
+    finally:
+        await stop_backend(running)
+
+
+def unattended(
+    origins: Iterable[str] = ORIGINS, profile: str = "profile-a", **extra: Any
+) -> dict[str, Any]:
+    return {
+        "mode": "unattended",
+        "allowedOrigins": list(origins),
+        "profileStateKey": profile,
+        **extra,
+    }
+
+
+def idem() -> dict[str, str]:
+    return {"Idempotency-Key": str(uuid.uuid4())}

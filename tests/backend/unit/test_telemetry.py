@@ -1,0 +1,152 @@
+"""Content-free telemetry: pseudonyms, allow-lists, JSON lines and Prometheus text."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from understudy._security import Keys, pseudonym
+from understudy._telemetry import Telemetry, TelemetryFieldError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+TENANT = "acme-corp-tenant"
+DEVICE = "laptop-of-the-ops-team"
+SESSION = "0b0f6a2e-3f5c-4a51-9d6e-7a1b2c3d4e5f"
+
+
+@pytest.fixture
+def keys() -> Keys:
+    return Keys.from_master(b"t" * 32)
+
+
+def test_emitted_line_carries_pseudonyms_and_never_raw_ids(keys: Keys) -> None:
+    sink = io.StringIO()
+    telemetry = Telemetry(sink, keys, clock=lambda: 1_800_000_000.25)
+    telemetry.emit(
+        "lifecycle.transition",
+        tenant=TENANT,
+        device=DEVICE,
+        session=SESSION,
+        from_state="provisioning",
+        to_state="connected",
+    )
+    line = sink.getvalue()
+    assert line.endswith("\n")
+    assert line.count("\n") == 1
+    for raw in (TENANT, DEVICE, SESSION):
+        assert raw not in line
+    record = json.loads(line)
+    assert record == {
+        "ts": "2027-01-15T08:00:00.250+00:00",
+        "event": "lifecycle.transition",
+        "tenant": pseudonym(keys, "tenant", TENANT),
+        "device": pseudonym(keys, "device", DEVICE),
+        "session": pseudonym(keys, "session", SESSION),
+        "from_state": "provisioning",
+        "to_state": "connected",
+    }
+
+
+def test_raw_url_field_is_refused(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    with pytest.raises(TelemetryFieldError, match="'url' is not allowed"):
+        telemetry.emit("command.outcome", url="https://example.com/account")
+    assert telemetry.events == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "https://example.com/account",
+        "ws://127.0.0.1:8787/v1/device/socket?ticket=ust1.x.y",
+        "Inbox (3) - Mail",
+        "x" * 65,
+        "",
+    ],
+)
+def test_content_in_a_plain_field_is_refused_without_echoing_it(keys: Keys, value: str) -> None:
+    telemetry = Telemetry(None, keys)
+    with pytest.raises(TelemetryFieldError) as caught:
+        telemetry.emit("command.outcome", reason=value)
+    assert value not in str(caught.value) or value == ""
+
+
+def test_unknown_event_is_refused(keys: Keys) -> None:
+    with pytest.raises(TelemetryFieldError, match=r"unknown telemetry event 'page\.viewed'"):
+        Telemetry(None, keys).emit("page.viewed")
+
+
+def test_identity_fields_take_non_empty_strings(keys: Keys) -> None:
+    with pytest.raises(TelemetryFieldError):
+        Telemetry(None, keys).emit("auth.accepted", tenant=7)
+    with pytest.raises(TelemetryFieldError):
+        Telemetry(None, keys).emit("auth.accepted", tenant="")
+
+
+def test_in_memory_events_keep_numbers_and_booleans(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    telemetry.emit("command.outcome", command="click", latency_ms=42, outcome="ok", count=1)
+    telemetry.emit("quota.decision", scope="commands_per_session", outcome=False)
+    first, second = telemetry.events
+    assert first["latency_ms"] == 42
+    assert first["command"] == "click"
+    assert second["outcome"] is False
+
+
+def test_path_sink_appends_one_json_line_per_event(keys: Keys, tmp_path: Path) -> None:
+    path = tmp_path / "telemetry.jsonl"
+    telemetry = Telemetry(path, keys)
+    telemetry.emit("device.connected", device=DEVICE, protocol_version=2)
+    telemetry.emit("device.disconnected", device=DEVICE, reason="socket_closed")
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["event"] for line in lines] == [
+        "device.connected",
+        "device.disconnected",
+    ]
+    assert DEVICE not in path.read_text(encoding="utf-8")
+    assert telemetry.events == []
+
+
+def test_counters_render_in_prometheus_text_format(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    telemetry.emit("auth.refused", outcome="refused", reason="unknown_credential")
+    telemetry.emit("auth.accepted", outcome="ok", tenant=TENANT)
+    telemetry.emit("auth.accepted", outcome="ok", tenant="other")
+    telemetry.emit("device.offline", device=DEVICE)
+    telemetry.set_gauge("understudy_devices_online", 3, "Devices with a live control socket.")
+    telemetry.set_gauge("understudy_active_sessions", 1.5, "Sessions not yet terminal.")
+    assert telemetry.counter("auth.accepted", "ok") == 2
+    assert telemetry.render_prometheus() == (
+        "# HELP understudy_active_sessions Sessions not yet terminal.\n"
+        "# TYPE understudy_active_sessions gauge\n"
+        "understudy_active_sessions 1.5\n"
+        "# HELP understudy_devices_online Devices with a live control socket.\n"
+        "# TYPE understudy_devices_online gauge\n"
+        "understudy_devices_online 3\n"
+        "# HELP understudy_events_total Content-free telemetry events by name and outcome.\n"
+        "# TYPE understudy_events_total counter\n"
+        'understudy_events_total{event="auth.accepted",outcome="ok"} 2\n'
+        'understudy_events_total{event="auth.refused",outcome="refused"} 1\n'
+        'understudy_events_total{event="device.offline",outcome=""} 1\n'
+    )
+    assert TENANT not in telemetry.render_prometheus()
+
+
+def test_gauge_names_are_checked(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    with pytest.raises(TelemetryFieldError):
+        telemetry.set_gauge("bad name", 1, "x")
+    with pytest.raises(TelemetryFieldError):
+        telemetry.set_gauge("understudy_events_total", 1, "x")
+
+
+def test_refused_event_is_not_counted(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    with pytest.raises(TelemetryFieldError):
+        telemetry.emit("command.outcome", outcome="ok", title="Secret page")
+    assert telemetry.counter("command.outcome", "ok") == 0

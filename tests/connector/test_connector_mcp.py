@@ -1,0 +1,310 @@
+"""understudy-mcp in-process, over the SDK's in-memory transport, against the scripted backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, get_args
+
+import jsonschema
+import pytest
+from mcp import Client, types
+
+from understudy_connector import UsageError, WriteRequest
+from understudy_connector._mcp_tools import ADVICE, catalog_tools, command_models
+from understudy_connector.generated import models
+from understudy_connector.generated.catalog import COMMAND_KINDS, READ_COMMANDS
+from understudy_connector.mcp_server import McpSettings, build_server
+
+from .scripted import (
+    API_KEY,
+    BASE_URL,
+    SESSION_ID,
+    FakeClock,
+    ScriptedBackend,
+    Step,
+    outcome,
+    problem,
+    result_for,
+    session,
+    tombstone,
+)
+
+CREATE = ("POST", "/v1/sessions")
+SUBMIT = ("POST", f"/v1/sessions/{SESSION_ID}/commands")
+DELETE = ("DELETE", f"/v1/sessions/{SESSION_ID}")
+CATALOG = json.loads((Path(__file__).parents[2] / "spec" / "frames" / "commands.json").read_text())[
+    "$defs"
+]
+
+
+def settings(**changes: Any) -> McpSettings:
+    values: dict[str, Any] = {
+        "url": BASE_URL,
+        "api_key": API_KEY,
+        "allowed_origins": ("https://example.com",),
+        "profile_state_key": "crm-bot-profile",
+        "approve": "all",
+    }
+    return McpSettings(**(values | changes))
+
+
+async def run(
+    clock: FakeClock, steps: list[Step], calls: list[tuple[str, dict[str, Any]]], **options: Any
+) -> tuple[types.ListToolsResult, list[types.CallToolResult], ScriptedBackend]:
+    backend = ScriptedBackend(steps)
+    approve = options.pop("approve_hook", None)
+    server = build_server(
+        settings(**options), approve=approve, transport=backend.transport(), sleep=clock.async_sleep
+    )
+    async with Client(server, mode="legacy") as client:
+        listed = await client.list_tools()
+        results = [await client.call_tool(name, arguments) for name, arguments in calls]
+    return listed, results, backend
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+async def test_the_session_lives_as_long_as_the_server(clock: FakeClock) -> None:
+    _, _, backend = await run(clock, [session(201), tombstone()], [])
+    assert backend.calls == [CREATE, DELETE]
+    assert backend.requests[0].body == {
+        "mode": "unattended",
+        "allowedOrigins": ["https://example.com"],
+        "profileStateKey": "crm-bot-profile",
+    }
+
+
+async def test_every_catalog_command_is_a_tool_with_its_kind_annotated(clock: FakeClock) -> None:
+    listed, _, _ = await run(clock, [session(201), tombstone()], [])
+    tools = {tool.name: tool for tool in listed.tools}
+    assert set(tools) == set(COMMAND_KINDS)
+    for name, tool in tools.items():
+        assert tool.annotations is not None
+        read = name in READ_COMMANDS
+        assert tool.annotations.read_only_hint is read, name
+        assert tool.annotations.destructive_hint is (not read), name
+        assert ("dryRun" in tool.input_schema["properties"]) is (not read), name
+        assert tool.description
+
+
+@pytest.mark.parametrize("name", sorted(COMMAND_KINDS))
+def test_each_input_schema_is_the_catalog_schema(name: str) -> None:
+    tool = next(tool for tool in catalog_tools() if tool.name == name).tool
+    schema = tool.input_schema
+    spec = next(
+        definition
+        for definition in CATALOG.values()
+        if definition.get("properties", {}).get("name", {}).get("const") == name
+    )
+    wanted = set(spec["properties"]) - {"name"}
+    assert set(schema["properties"]) - {"dryRun"} == wanted
+    assert set(schema.get("required", [])) == set(spec["required"]) - {"name"}
+    assert schema["additionalProperties"] is False
+    validator = jsonschema.Draft202012Validator(schema)
+    for example in spec["examples"]:
+        arguments = {key: value for key, value in example.items() if key != "name"}
+        validator.validate(arguments)
+        for optional in wanted - set(spec["required"]):
+            assert not validator.is_valid(arguments | {optional: None}), f"{name}.{optional}: null"
+        if "ref" in wanted:
+            assert not validator.is_valid(arguments | {"ref": "button-3"}), "the ref pattern"
+
+
+def test_the_tool_models_are_the_catalog() -> None:
+    assert set(command_models()) == set(COMMAND_KINDS)
+
+
+async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> None:
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("snapshot"), tombstone()],
+        [("snapshot", {"interactiveOnly": True})],
+    )
+    assert not result.is_error
+    assert "- textbox 'Username' [ref=g2e5]" in text(result)
+    assert result.structured_content is not None
+    assert result.structured_content["generation"] == 2
+    assert backend.calls == [CREATE, SUBMIT, DELETE]
+    assert backend.requests[1].body["command"] == {
+        "name": "snapshot",
+        "interactiveOnly": True,
+        "maxNodes": 1000,
+    }
+
+
+async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:
+    _, (result,), backend = await run(
+        clock, [session(201), outcome("click"), tombstone()], [("click", {"ref": "g2e7"})]
+    )
+    assert not result.is_error, text(result)
+    assert "click done" in text(result)
+    assert backend.calls == [CREATE, SUBMIT, DELETE]
+    assert backend.requests[1].body["command"]["ref"] == "g2e7"
+    assert backend.requests[1].body["dryRun"] is False
+
+
+async def test_writes_are_refused_under_the_default_policy(clock: FakeClock) -> None:
+    _, (result,), backend = await run(
+        clock, [session(201), tombstone()], [("click", {"ref": "g2e7"})], approve="none"
+    )
+    assert result.is_error
+    assert "refused" in text(result)
+    assert "UNDERSTUDY_MCP_APPROVE=none" in text(result)
+    assert backend.calls == [CREATE, DELETE]
+
+
+async def test_a_dry_run_needs_no_approval(clock: FakeClock) -> None:
+    preview = result_for("click", targetRole="button", targetName="Sign in", allowed=True)
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("click", result=preview), tombstone()],
+        [("click", {"ref": "g2e7", "dryRun": True})],
+        approve="none",
+    )
+    assert not result.is_error, text(result)
+    assert "Dry run of click: nothing changed. It would act on: button Sign in." in text(result)
+    assert backend.requests[1].body["dryRun"] is True
+
+
+async def test_reads_only_hides_and_refuses_write_tools(clock: FakeClock) -> None:
+    listed, (result,), backend = await run(
+        clock,
+        [session(201), tombstone()],
+        [("navigate", {"url": "https://example.com"})],
+        approve="reads-only",
+    )
+    assert {tool.name for tool in listed.tools} == set(READ_COMMANDS)
+    assert result.is_error
+    assert "writes are disabled" in text(result)
+    assert backend.calls == [CREATE, DELETE]
+
+
+async def test_writes_go_through_a_custom_approval_hook(clock: FakeClock) -> None:
+    seen: list[WriteRequest] = []
+
+    def approve(request: WriteRequest) -> bool:
+        seen.append(request)
+        return request.name == "fill"
+
+    _, (filled, clicked), backend = await run(
+        clock,
+        [session(201), outcome("fill"), tombstone()],
+        [("fill", {"ref": "g2e5", "value": "jane"}), ("click", {"ref": "g2e7"})],
+        approve_hook=approve,
+    )
+    assert not filled.is_error
+    assert clicked.is_error
+    assert "custom hook" in text(clicked)
+    assert [request.name for request in seen] == ["fill", "click"]
+    assert backend.calls == [CREATE, SUBMIT, DELETE]
+
+
+async def test_an_unknown_outcome_is_reported_as_such_and_never_retried(clock: FakeClock) -> None:
+    _, (result,), backend = await run(
+        clock,
+        [session(201), problem(409, "command_outcome_unknown"), tombstone()],
+        [("click", {"ref": "g2e7"})],
+    )
+    assert result.is_error
+    assert "Outcome UNKNOWN" in text(result)
+    assert "not retried" in text(result)
+    assert backend.requests[1].command_id in text(result)
+    assert backend.calls == [CREATE, SUBMIT, DELETE]
+
+
+async def test_a_failed_command_says_what_to_do_next(clock: FakeClock) -> None:
+    _, (result,), _ = await run(
+        clock,
+        [
+            session(201),
+            outcome("click", status="failed", error=("stale_ref", "old ref")),
+            tombstone(),
+        ],
+        [("click", {"ref": "g2e7"})],
+    )
+    assert result.is_error
+    assert "click failed (stale_ref)" in text(result)
+    assert "call snapshot and use a ref from it" in text(result)
+
+
+async def test_invalid_arguments_are_refused_before_sending(clock: FakeClock) -> None:
+    _, results, backend = await run(
+        clock,
+        [session(201), tombstone()],
+        [("click", {"ref": "button-3"}), ("click", {}), ("click", {"ref": "g2e7", "dryRun": "y"})],
+    )
+    assert all(result.is_error for result in results)
+    assert all("call again" in text(result) for result in results)
+    assert "ref" in text(results[0])
+    assert backend.calls == [CREATE, DELETE]
+
+
+async def test_a_screenshot_is_returned_as_an_image(clock: FakeClock) -> None:
+    _, (result,), _ = await run(
+        clock, [session(201), outcome("screenshot"), tombstone()], [("screenshot", {})]
+    )
+    (image,) = [block for block in result.content if isinstance(block, types.ImageContent)]
+    assert image.mime_type == "image/png"
+    assert image.data == "iVBORw0KGgo="
+    assert result.structured_content is not None
+    assert "data" not in result.structured_content
+
+
+def test_every_command_error_code_has_advice() -> None:
+    codes = get_args(get_args(models.CommandErrorCode.__value__)[0])
+    assert set(ADVICE) == set(codes)
+
+
+def test_settings_come_from_the_environment_and_options() -> None:
+    env = {
+        "UNDERSTUDY_URL": "http://127.0.0.1:8787",
+        "UNDERSTUDY_API_KEY": "usk_x",
+        "UNDERSTUDY_ALLOWED_ORIGINS": "https://a.example, https://b.example",
+        "UNDERSTUDY_PROFILE_KEY": "crm",
+        "UNDERSTUDY_MCP_APPROVE": "all",
+        "UNDERSTUDY_MCP_AUDIT": "stderr",
+    }
+    loaded = McpSettings.load([], env)
+    assert loaded.allowed_origins == ("https://a.example", "https://b.example")
+    assert (loaded.approve, loaded.audit_to_stderr, loaded.mode) == ("all", True, "unattended")
+    assert "usk_x" not in repr(loaded)
+    overridden = McpSettings.load(
+        ["--approve", "reads-only", "--allowed-origin", "https://c.example"], env
+    )
+    assert overridden.approve == "reads-only"
+    assert overridden.allowed_origins == ("https://c.example",)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"UNDERSTUDY_API_KEY": "usk_x"},
+        {"UNDERSTUDY_URL": "http://127.0.0.1:8787"},
+        {"UNDERSTUDY_URL": "http://x", "UNDERSTUDY_API_KEY": "k", "UNDERSTUDY_MCP_APPROVE": "yes"},
+        {"UNDERSTUDY_URL": "http://x", "UNDERSTUDY_API_KEY": "k", "UNDERSTUDY_MODE": "robot"},
+    ],
+)
+def test_bad_settings_are_refused_with_a_message(env: dict[str, str]) -> None:
+    with pytest.raises(UsageError):
+        McpSettings.load([], env)
+
+
+def test_the_api_key_is_never_an_option() -> None:
+    with pytest.raises(SystemExit):
+        McpSettings.load(["--api-key", "usk_x"], {"UNDERSTUDY_URL": "http://x"})
+
+
+def test_the_console_script_explains_missing_settings(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from understudy_connector.mcp_server import main
+
+    monkeypatch.delenv("UNDERSTUDY_URL", raising=False)
+    monkeypatch.setenv("UNDERSTUDY_API_KEY", "usk_x")
+    with pytest.raises(SystemExit) as caught:
+        main([])
+    assert caught.value.code == 2
+    assert "UNDERSTUDY_URL" in capsys.readouterr().err

@@ -1,0 +1,22 @@
+"""The two Python packages install and expose a curated public surface."""
+
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("name", ["understudy", "understudy_connector"])
+def test_package_imports_and_declares_public_names(name: str) -> None:
+    module = importlib.import_module(name)
+    assert isinstance(module.__all__, list)
+    assert all(isinstance(public, str) for public in module.__all__)
+    assert all(hasattr(module, public) for public in module.__all__)
+
+
+def test_backend_and_connector_are_separate_packages() -> None:
+    backend = importlib.import_module("understudy")
+    connector = importlib.import_module("understudy_connector")
+    assert backend.__file__ is not None
+    assert connector.__file__ is not None
+    assert "backend" in backend.__file__
+    assert "connector" in connector.__file__
