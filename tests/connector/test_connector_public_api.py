@@ -16,6 +16,7 @@ PUBLIC = {
     "Client",
     "CommandFailed",
     "CommandIdConflict",
+    "WritesBlocked",
     "CommandNotFound",
     "CommandNotStarted",
     "CommandOutcomeUnknown",

@@ -178,6 +178,7 @@ def test_problem_codes_of_the_contract() -> None:
     assert PROBLEM_CODES["submitCommand"]["409"] == [
         "command_outcome_unknown",
         "command_id_conflict",
+        "writes_blocked",
     ]
     assert PROBLEM_CODES["submitCommand"]["504"] == ["command_not_started", "command_timed_out"]
     assert PROBLEM_CODES["submitCommand"]["429"] == ["session_busy", "rate_limited"]

@@ -54,6 +54,17 @@ class ManualClock:
             await asyncio.sleep(0)
 
 
+async def wait_until(event: asyncio.Event, clock: Clock, deadline: float) -> None:
+    """Return when `event` is set or `clock` reaches `deadline`, whichever comes first."""
+    waiter = asyncio.ensure_future(event.wait())
+    sleeper = asyncio.ensure_future(clock.sleep_until(deadline))
+    try:
+        await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        sleeper.cancel()
+
+
 def utc(ts: float) -> datetime:
     """A timezone-aware UTC datetime for the generated models."""
     return datetime.fromtimestamp(ts, UTC)

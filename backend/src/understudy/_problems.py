@@ -77,8 +77,13 @@ def problem_response(error: ProblemError, instance: str | None = None) -> Respon
         body["detail"] = error.detail
     if instance:
         body["instance"] = instance
-    body.update({k: v for k, v in error.extensions.items() if v is not None})
+    body.update({_camel(k): v for k, v in error.extensions.items() if v is not None})
     return Response(body, status_code=error.status, media_type=MEDIA_TYPE, headers=error.headers)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
 
 
 def invalid_request(detail: str, errors: list[dict[str, str]] | None = None) -> ProblemError:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from understudy import _store
 from understudy._ratelimit import ApproximateLimiter
-from understudy._store import credentials
+from understudy._store import commands, credentials
 from understudy._store import sessions as session_store
 
 if TYPE_CHECKING:
@@ -79,6 +79,8 @@ class Services:
         tenants |= {d.tenant for d in credentials.all_devices(self.db) if d.online}
         for tenant in sorted(tenants):
             self.coordinator(tenant).arm()
+        for session_id in commands.sessions_with_open_commands(self.db):
+            self.session_agent(session_id).arm()
         self.ready = True
 
     async def stop(self) -> None:

@@ -6,7 +6,7 @@ Never the profile-state key or its hash.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from understudy._clock import utc
 from understudy._lifecycle import SessionState
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 at = utc
 
 
-def session_view(row: SessionRow) -> m.Session:
+def session_view(row: SessionRow, dialogs: list[dict[str, Any]] | None = None) -> m.Session:
     return m.Session(
         session_id=uuid.UUID(row.session_id),
         mode=row.mode,  # type: ignore[arg-type]
@@ -36,7 +36,7 @@ def session_view(row: SessionRow) -> m.Session:
         writes_blocked_command_id=(
             uuid.UUID(row.writes_blocked_command) if row.writes_blocked_command else None
         ),
-        dialogs=[],
+        dialogs=[m.DialogRecord.model_validate(d) for d in dialogs or []],
     )
 
 

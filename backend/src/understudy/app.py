@@ -17,27 +17,32 @@ from litestar import Litestar, Request, Response, delete, get, post, websocket
 from litestar.connection import WebSocket
 from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import FromPath
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from understudy import _security
+from understudy._commands import CommandState
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
+from understudy._store import commands as command_store
 from understudy._store import credentials, quotas
+from understudy._store import dialogs as dialog_store
 from understudy._store import sessions as session_store
 from understudy._store._migrations import current_version
-from understudy._views import is_terminal, session_view, tombstone_view
+from understudy._views import at, is_terminal, session_view, tombstone_view
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from understudy._services import Services
+    from understudy._store.commands import CommandRow
     from understudy._store.credentials import Device
     from understudy.generated._wire import WireModel
 
 log = logging.getLogger(__name__)
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
+RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
 DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
 
@@ -198,7 +203,7 @@ async def get_session(request: Request[Any, Any, Any], session_id: FromPath[str]
         raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
     if is_terminal(row):
         return _json(tombstone_view(row), 410)
-    return _json(session_view(row), 200)
+    return _json(session_view(row, dialog_store.newest(_services(request).db, row.session_id)), 200)
 
 
 @delete("/v1/sessions/{session_id:str}", status_code=202)
@@ -210,6 +215,105 @@ async def delete_session(
     if is_terminal(row):
         return _json(tombstone_view(row), 200)
     return _json(session_view(row), 202)
+
+
+# -- commands --------------------------------------------------------------------------------------
+
+
+def _outcome(session_id: str, row: CommandRow) -> Response[Any]:
+    """The HTTP answer for a command's durable state (the outcome table of the spec)."""
+    state = CommandState(row.state)
+    command_id = uuid.UUID(row.command_id)
+    name: Any = row.name
+    if state in (CommandState.SUCCEEDED, CommandState.FAILED):
+        error = (
+            m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
+            if row.error_code
+            else None
+        )
+        result = RESULTS.validate_python(row.result) if row.result is not None else None
+        return _json(
+            m.CommandOutcome(
+                command_id=command_id,
+                name=name,
+                status="succeeded" if state == CommandState.SUCCEEDED else "failed",
+                dry_run=row.dry_run,
+                result=result,
+                error=error,
+                completed_at=at(row.completed_at or row.admitted_at),
+            ),
+            200,
+        )
+    if state.open:
+        location = f"/v1/sessions/{session_id}/commands/{row.command_id}"
+        status: Any = "granted" if state == CommandState.GRANTED else "pending"
+        return _json(
+            m.CommandPending(
+                command_id=command_id, name=name, status=status, retry_policy="poll_same_command"
+            ),
+            202,
+            {"Location": location, "Retry-After": "1"},
+        )
+    if state == CommandState.UNKNOWN:
+        raise ProblemError(
+            409,
+            "command_outcome_unknown",
+            "this write may have run; do not retry it — inspect the page with a read, then decide",
+            command_id=row.command_id,
+            retry_policy="do_not_retry",
+        )
+    if state == CommandState.NOT_STARTED:
+        raise ProblemError(
+            504,
+            "command_not_started",
+            "the write was not started; retrying the same commandId is safe",
+            command_id=row.command_id,
+            retry_policy="retry_same_command",
+        )
+    raise ProblemError(
+        504,
+        "command_timed_out",
+        "the read did not answer in time; retrying the same commandId is safe",
+        command_id=row.command_id,
+        retry_policy="retry_same_command",
+    )
+
+
+@post("/v1/sessions/{session_id:str}/commands")
+async def submit_command(
+    request: Request[Any, Any, Any], session_id: FromPath[str]
+) -> Response[Any]:
+    who = consumer(request)
+    services = _services(request)
+    sid = _session_id(session_id)
+    body = await _body(request)
+    if not body:
+        raise invalid_request("send a CommandRequest body as application/json")
+    req: m.CommandRequest = _parse(m.CommandRequest, body)
+    agent = services.session_agent(sid)
+    row = await agent.submit(who.tenant, who.actor, req)
+    row = await agent.wait_outcome(row.command_id)
+    return _outcome(sid, row)
+
+
+@get("/v1/sessions/{session_id:str}/commands/{command_id:str}")
+async def poll_command(
+    request: Request[Any, Any, Any], session_id: FromPath[str], command_id: FromPath[str]
+) -> Response[Any]:
+    who = consumer(request)
+    services = _services(request)
+    sid = _session_id(session_id)
+    session = session_store.get(services.db, sid)
+    if session is None or session.tenant != who.tenant:
+        raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
+    try:
+        cid = str(uuid.UUID(command_id))
+    except ValueError:
+        raise ProblemError(404, "command_not_found", "no command with this id") from None
+    row = command_store.get(services.db, sid, cid)
+    if row is None:
+        raise ProblemError(404, "command_not_found", "no command with this id in this session")
+    return _outcome(sid, row)
 
 
 # -- devices ---------------------------------------------------------------------------------------
@@ -429,6 +533,8 @@ def create_app(services: Services) -> Litestar:
             create_session,
             get_session,
             delete_session,
+            submit_command,
+            poll_command,
             list_devices,
             connect_ticket,
             device_socket,

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from understudy import _security
-from understudy._clock import utc
+from understudy._clock import utc, wait_until
 from understudy._lifecycle import SessionState, transition
 from understudy._problems import ProblemError
 from understudy._store import credentials, quotas
@@ -190,13 +190,7 @@ class TenantCoordinator:
                 if row.status != SessionState.PROVISIONING or self.s.clock.now() >= deadline:
                     return row
                 event.clear()
-                waiter = asyncio.ensure_future(event.wait())
-                sleeper = asyncio.ensure_future(self.s.clock.sleep_until(deadline))
-                _, pending = await asyncio.wait(
-                    {waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED
-                )
-                for task in pending:
-                    task.cancel()
+                await wait_until(event, self.s.clock, deadline)
         finally:
             self._waiters.pop(session_id, None)
 
@@ -318,6 +312,7 @@ class TenantCoordinator:
             if state == SessionState.CONNECTED:
                 changes["status"] = self._move(row, SessionState.RECOVERING)
             store.update(self.s.db, row.session_id, **changes)
+            self.s.session_agent(row.session_id).epoch_lost(now)
             out.demote.append(row.session_id)
             out.send(
                 device_id,

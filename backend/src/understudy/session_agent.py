@@ -1,5 +1,16 @@
-"""`SessionAgent`: owns one session's data socket (one authoritative connection per session and
-browser epoch). The command plane builds on this agent.
+"""`SessionAgent`: one session's data socket, command journal, deadlines, dialogs and vault use.
+
+The write protocol (at most once; pending and unknown are explicit):
+
+    admit ─persist preparing─▶ write_prepare (metadata only) ──▶ extension persists prepared
+          ◀── write_ready ── persist granted ─▶ write_grant (the command, sent once, never again)
+          ◀── result ─────── persist the outcome ─▶ result_ack
+
+Every step is one turn: under the agent's lock, one transaction, frames sent after the commit.
+Deadlines live in the command rows (ready 5 s, granted work 25 s, reads 20 s); one timer sleeps
+until the earliest and start-up re-arms it, so a deadline that passed while the process was down
+fires at once. The socket is authoritative for one (browser epoch, lease epoch); a newer ticket
+supersedes it and an epoch change demotes it.
 """
 
 from __future__ import annotations
@@ -7,23 +18,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar, assert_never
 
 from pydantic import TypeAdapter, ValidationError
 
+from understudy import _security
+from understudy._clock import utc, wait_until
+from understudy._commands import CommandState, move
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._lifecycle import SessionState
+from understudy._problems import ProblemError
+from understudy._store import commands, credentials, dialogs, quotas, tickets, vault
 from understudy._store import sessions as store
-from understudy._store import tickets
 from understudy.generated import models as m
+from understudy.generated.catalog import COMMAND_KINDS
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from understudy._connection import Connection
     from understudy._security import TicketClaims
     from understudy._services import Services
+    from understudy._store.commands import CommandRow
+    from understudy._store.sessions import SessionRow
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFrame)
+
+READ_DEADLINE_S = 20.0
+READY_DEADLINE_S = 5.0
+GRANT_DEADLINE_S = 25.0
+SYNC_WAIT_S = 20.0
+SAFE_WRITE = "safe_write_v2"
+_S = CommandState
+
+
+@dataclass
+class _Outbox:
+    frames: list[m.SessionServerFrame] = field(default_factory=list)
+    wake: set[str] = field(default_factory=set)
+    admitted: bool = False
 
 
 class SessionAgent:
@@ -35,10 +72,243 @@ class SessionAgent:
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
         self.hello: m.SessionClientHello | None = None
+        self._events: dict[str, asyncio.Event] = {}
+        self._timer: asyncio.Task[None] | None = None
+        self._timer_due: float | None = None
 
     @property
     def available(self) -> bool:
         return self._conn is not None and self.hello is not None
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    async def _turn(self, body: Callable[[_Outbox, float], T]) -> T:
+        async with self._lock:
+            out = _Outbox()
+            with self.s.db.transaction():
+                result = body(out, self.s.clock.now())
+            for frame in out.frames:
+                await self.send(frame)
+            for command_id in out.wake:
+                self._events.setdefault(command_id, asyncio.Event()).set()
+            self.arm()
+        if out.admitted:
+            await self.s.coordinator(self._tenant()).command_admitted(self.session_id)
+        return result
+
+    def _tenant(self) -> str:
+        return store.require(self.s.db, self.session_id).tenant
+
+    # -- admission -----------------------------------------------------------------------------
+
+    async def submit(self, tenant: str, actor: str, request: m.CommandRequest) -> CommandRow:
+        """Admit one command, or return the durable row of an earlier admission of its id."""
+        command = request.command.to_wire()
+        name = command["name"]
+        kind = COMMAND_KINDS[name]
+        dry_run = bool(request.dry_run)
+        command_id = str(request.command_id)
+        fingerprint = _security.request_fingerprint(
+            self.s.keys,
+            tenant,
+            f"command:{self.session_id}",
+            {"command": command, "dryRun": dry_run},
+        )
+
+        def body(out: _Outbox, now: float) -> CommandRow:
+            session = store.get(self.s.db, self.session_id)
+            if session is None or session.tenant != tenant:
+                raise ProblemError(
+                    404, "session_not_found", "no session with this id in your tenant"
+                )
+            prior = commands.get(self.s.db, self.session_id, command_id)
+            if prior is not None and not _security.digests_equal(prior.fingerprint, fingerprint):
+                raise ProblemError(
+                    409,
+                    "command_id_conflict",
+                    "this commandId was used for a different request; use a new "
+                    "commandId for a new command",
+                    command_id=command_id,
+                    retry_policy="none",
+                )
+            if prior is not None and not CommandState(prior.state).retryable:
+                return prior
+            state = SessionState(session.status)
+            if state == SessionState.CLOSING or state.terminal:
+                raise ProblemError(
+                    410, "session_terminal", f"the session is {state.value}; create a new session"
+                )
+            busy = commands.open_commands(self.s.db, self.session_id)
+            if busy:
+                raise ProblemError(
+                    429,
+                    "session_busy",
+                    "another command owns this session's slot; retry after it finishes",
+                    retry_after=1,
+                    retry_policy="wait_for_slot",
+                )
+            if kind == "write":
+                self._check_writable(session, dry_run, command_id)
+            if not self.available:
+                raise ProblemError(
+                    503,
+                    "session_unavailable",
+                    "the tab's connection is down; retry after Retry-After",
+                    retry_after=2,
+                )
+            self._take_quotas(session, actor, name, now)
+            epoch = session.lease_epoch
+            if prior is None:
+                commands.insert(
+                    self.s.db,
+                    session_id=self.session_id,
+                    command_id=command_id,
+                    tenant=tenant,
+                    actor=actor,
+                    name=name,
+                    kind=kind,
+                    dry_run=dry_run,
+                    fingerprint=fingerprint,
+                    request=command,
+                    state=(_S.PENDING if kind == "read" else _S.PREPARING).value,
+                    lease_epoch=epoch,
+                    browser_epoch=session.browser_epoch,
+                    admitted_at=now,
+                    ready_deadline=None if kind == "read" else now + READY_DEADLINE_S,
+                    deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
+                )
+            else:  # a retry of a command that never ran
+                target = _S.PENDING if kind == "read" else _S.PREPARING
+                commands.update(
+                    self.s.db,
+                    self.session_id,
+                    command_id,
+                    state=move(prior.state, target).value,
+                    attempt=prior.attempt + 1,
+                    lease_epoch=epoch,
+                    admitted_at=now,
+                    browser_epoch=session.browser_epoch,
+                    request=command,
+                    error_code=None,
+                    error_message=None,
+                    completed_at=None,
+                    ready_deadline=None if kind == "read" else now + READY_DEADLINE_S,
+                    deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
+                )
+            row = commands.get(self.s.db, self.session_id, command_id)
+            assert row is not None  # noqa: S101 - written above
+            out.admitted = True
+            self.s.telemetry.emit(
+                "command.admitted", tenant=tenant, session=self.session_id, command=name, kind=kind
+            )
+            if kind == "read":
+                out.frames.append(
+                    m.SessionServerRead(
+                        type="read",
+                        command_id=request.command_id,
+                        command=request.command,
+                        deadline_at=utc(row.deadline),
+                    )
+                )
+            else:
+                out.frames.append(
+                    m.SessionServerWritePrepare(
+                        type="write_prepare",
+                        command_id=request.command_id,
+                        name=name,
+                        lease_epoch=epoch,
+                        dry_run=dry_run,
+                        ready_by=utc(now + READY_DEADLINE_S),
+                    )
+                )
+            return row
+
+        return await self._turn(body)
+
+    def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
+        capabilities: set[str] = set()
+        version: int
+        if self.hello is not None:
+            capabilities = set(self.hello.capabilities)
+            version = self.hello.protocol_version
+        else:
+            device = credentials.get_device(self.s.db, session.tenant, session.device_id or "")
+            capabilities = set(device.capabilities) if device is not None else set()
+            version = max(device.protocol_versions, default=1) if device is not None else 1
+        if SAFE_WRITE not in capabilities or version < 2:
+            raise ProblemError(
+                426,
+                "protocol_upgrade_required",
+                "the extension cannot run safe writes; update it to protocol 2",
+            )
+        if session.writes_blocked_reason is not None and not dry_run:
+            detail = {
+                "unknown_outcome": "an earlier write's outcome is unknown; inspect the page with "
+                "reads, then delete this session and create a new one to write again",
+                "browser_epoch_changed": "the browser restarted; delete this session and create a "
+                "new one to write again",
+            }.get(session.writes_blocked_reason, "writes are blocked on this session")
+            raise ProblemError(
+                409, "writes_blocked", detail, command_id=command_id, retry_policy="none"
+            )
+
+    def _take_quotas(self, session: SessionRow, actor: str, name: str, now: float) -> None:
+        quota = self.s.settings.quota
+        if session.command_count >= quota.commands_per_session_lifetime:
+            raise ProblemError(
+                429,
+                "rate_limited",
+                f"this session reached its lifetime limit of "
+                f"{quota.commands_per_session_lifetime} commands; create a new "
+                "session",
+                retry_after=max(1.0, session.expires_at - now),
+            )
+        limits = [
+            ("session_commands", self.session_id, quota.commands_per_session_per_min),
+            ("tenant_commands", session.tenant, quota.commands_per_tenant_per_min),
+        ]
+        if name == "fill_secret":
+            limits.append(
+                (
+                    "credential_fills",
+                    f"{session.tenant}/{actor}",
+                    quota.credential_fills_per_actor_per_min,
+                )
+            )
+        for scope, subject, limit in limits:
+            wait = quotas.take(self.s.db, scope, subject, limit, now)
+            if wait is not None:
+                self.s.telemetry.emit(
+                    "quota.decision", tenant=session.tenant, scope=scope, outcome="refused"
+                )
+                raise ProblemError(
+                    429,
+                    "rate_limited",
+                    f"the {scope.replace('_', ' ')} quota is {limit} per minute; "
+                    "retry after the Retry-After delay",
+                    retry_after=wait,
+                )
+
+    async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
+        """Wait (on the injected clock) until the command is no longer open, or `within` passes."""
+        row = commands.get(self.s.db, self.session_id, command_id)
+        assert row is not None  # noqa: S101 - the caller admitted it
+        until = min(row.admitted_at + within, row.deadline)
+        event = self._events.setdefault(command_id, asyncio.Event())
+        while True:
+            row = commands.get(self.s.db, self.session_id, command_id)
+            assert row is not None  # noqa: S101
+            if not CommandState(row.state).open:
+                return row
+            if self.s.clock.now() >= until:
+                await self._turn(self._expire_due)  # the deadline may be due this very moment
+                latest = commands.get(self.s.db, self.session_id, command_id)
+                assert latest is not None  # noqa: S101
+                return latest
+            event.clear()
+            await wait_until(event, self.s.clock, until)
+
+    # -- frames from the extension -------------------------------------------------------------
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         async with self._lock:
@@ -83,23 +353,36 @@ class SessionAgent:
         try:
             frame = CLIENT_FRAMES.validate_json(raw)
         except ValidationError as exc:
+            first = exc.errors(include_url=False)[0]
+            where = "/".join(str(p) for p in first["loc"])
             await self.send(
                 m.SessionServerError(
-                    type="error", code="invalid_frame", message=str(exc.errors()[0]["msg"])[:2000]
+                    type="error", code="invalid_frame", message=f"{where}: {first['msg']}"[:2000]
                 )
             )
             return
-        if isinstance(frame, m.SessionClientHello):
-            await self._hello(frame)
-            return
-        if self.hello is None:
+        if not isinstance(frame, m.SessionClientHello) and self.hello is None:
             await self.send(
                 m.SessionServerError(
                     type="error", code="hello_required", message="send hello first"
                 )
             )
             return
-        await self.on_frame(frame)
+        match frame:
+            case m.SessionClientHello():
+                await self._hello(frame)
+            case m.SessionClientReadResult():
+                await self._turn(lambda out, now: self._read_result(out, now, frame))
+            case m.SessionClientWriteReady():
+                await self._turn(lambda out, now: self._write_ready(out, now, frame))
+            case m.SessionClientResult():
+                await self._turn(lambda out, now: self._result(out, now, frame))
+            case m.SessionClientDialog():
+                await self._turn(lambda out, now: self._dialog(out, now, frame))
+            case m.SessionClientError():
+                log.info("extension reported error code=%s", frame.code)
+            case _:
+                assert_never(frame)
 
     async def _hello(self, hello: m.SessionClientHello) -> None:
         if self._epochs != (str(hello.browser_epoch), hello.lease_epoch):
@@ -112,23 +395,282 @@ class SessionAgent:
             )
             await self.disconnected(self._serial, close=(CLOSE_NOT_AUTHORITATIVE, "stale epoch"))
             return
+        journal = {str(entry.command_id): entry.state for entry in hello.journal}
+
+        def body(out: _Outbox, now: float) -> None:
+            cancel: list[uuid.UUID] = []
+            unknown: list[uuid.UUID] = []
+            for row in commands.open_commands(self.s.db, self.session_id):
+                held = journal.get(row.command_id)
+                if row.state == _S.PENDING:
+                    self._end(out, row, _S.TIMED_OUT, now)
+                elif row.state == _S.PREPARING or (row.state == _S.GRANTED and held == "prepared"):
+                    # Never granted, or the grant never arrived: it cannot run any more.
+                    self._end(out, row, _S.NOT_STARTED, now)
+                    if held is not None:
+                        cancel.append(uuid.UUID(row.command_id))
+                elif held != "completed_unacked":
+                    # Started with no result, or lost from the journal: it may have run.
+                    self._unknown(out, row, now)
+                    unknown.append(uuid.UUID(row.command_id))
+            for command_id, held in journal.items():  # entries we already settled
+                settled = commands.get(self.s.db, self.session_id, command_id)
+                if held == "prepared" and (settled is None or not CommandState(settled.state).open):
+                    cancel.append(uuid.UUID(command_id))
+            session = store.require(self.s.db, self.session_id)
+            out.frames.append(
+                m.SessionServerHelloAck(
+                    type="hello_ack",
+                    session_id=hello.session_id,
+                    lease_epoch=hello.lease_epoch,
+                    cancel=sorted(set(cancel), key=str),
+                    unknown=unknown,
+                    writes_blocked=session.writes_blocked_reason is not None,
+                )
+            )
+
         self.hello = hello
-        row = store.get(self.s.db, self.session_id)
-        blocked = row is not None and row.writes_blocked_reason is not None
-        await self.send(
-            m.SessionServerHelloAck(
-                type="hello_ack",
-                session_id=hello.session_id,
-                lease_epoch=hello.lease_epoch,
-                cancel=[],
-                unknown=[],
-                writes_blocked=blocked,
+        await self._turn(body)
+
+    def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
+        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
+        if row is None or row.kind != "read" or row.state != _S.PENDING:
+            return  # late (timed out) or duplicated: nothing to do
+        self._finish(out, row, frame.outcome, frame.result, frame.error, now)
+
+    def _write_ready(self, out: _Outbox, now: float, frame: m.SessionClientWriteReady) -> None:
+        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
+        if row is None or row.kind != "write" or row.state != _S.PREPARING:
+            if row is None or not CommandState(row.state).open:
+                # Late or unknown: make sure the extension drops its preparation.
+                out.frames.append(
+                    m.SessionServerCancel(
+                        type="cancel", command_id=frame.command_id, reason="ready_deadline"
+                    )
+                )
+            return  # a duplicate write_ready for a granted write: never send the payload again
+        if frame.lease_epoch != row.lease_epoch:
+            out.frames.append(
+                m.SessionServerError(
+                    type="error",
+                    code="stale_lease_epoch",
+                    message="write_ready for another lease epoch",
+                    command_id=frame.command_id,
+                )
+            )
+            return
+        command: Any = m.CommandRequest.model_validate(
+            {"commandId": row.command_id, "command": row.request}
+        ).command
+        secret: str | None = None
+        if row.name == "fill_secret":
+            secret = vault.reveal(
+                self.s.db, self.s.keys, row.tenant, command.secret_ref.removeprefix("vault:")
+            )
+            if secret is None:
+                self._finish(
+                    out,
+                    row,
+                    "failed",
+                    None,
+                    m.ErrorInfo(
+                        code="secret_not_found",
+                        message=f"no secret named {command.secret_ref} in your tenant's vault; "
+                        "add it with `understudy secrets put`",
+                    ),
+                    now,
+                )
+                out.frames.append(
+                    m.SessionServerCancel(
+                        type="cancel", command_id=frame.command_id, reason="superseded"
+                    )
+                )
+                return
+        commands.update(
+            self.s.db,
+            self.session_id,
+            row.command_id,
+            state=move(row.state, _S.GRANTED).value,
+            ready_deadline=None,
+        )
+        out.wake.add(row.command_id)
+        # The plaintext exists only in this frame object, in memory, until it is sent.
+        out.frames.append(
+            m.SessionServerWriteGrant(
+                type="write_grant",
+                command_id=frame.command_id,
+                lease_epoch=row.lease_epoch,
+                command=command,
+                dry_run=row.dry_run,
+                deadline_at=utc(row.deadline),
+                secret_value=secret,
             )
         )
 
-    async def on_frame(self, frame: m.SessionClientFrame) -> None:
-        """Frames after hello; the command plane handles them."""
-        log.debug("session frame %s not handled yet", frame.type)
+    def _result(self, out: _Outbox, now: float, frame: m.SessionClientResult) -> None:
+        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
+        ack = m.SessionServerResultAck(type="result_ack", command_id=frame.command_id)
+        if row is None or row.kind != "write":
+            out.frames.append(
+                m.SessionServerError(
+                    type="error",
+                    code="unknown_command",
+                    message="no write with this commandId",
+                    command_id=frame.command_id,
+                )
+            )
+            return
+        state = CommandState(row.state)
+        if state == _S.GRANTED:
+            self._finish(out, row, frame.outcome, frame.result, frame.error, now)
+            out.frames.append(ack)
+        elif state in (_S.SUCCEEDED, _S.FAILED, _S.UNKNOWN):
+            out.frames.append(ack)  # a replay of a result we hold (or gave up on): just ack it
+        else:
+            out.frames.append(
+                m.SessionServerError(
+                    type="error",
+                    code="not_granted",
+                    message="a result for a write never granted",
+                    command_id=frame.command_id,
+                )
+            )
+
+    def _dialog(self, out: _Outbox, now: float, frame: m.SessionClientDialog) -> None:
+        record = frame.dialog.to_wire()
+        if dialogs.record(self.s.db, self.session_id, str(frame.dialog.dialog_id), record, now):
+            self.s.telemetry.emit(
+                "dialog.recorded",
+                session=self.session_id,
+                kind=frame.dialog.dialog_type,
+                status=frame.dialog.delivery,
+            )
+        out.frames.append(
+            m.SessionServerDialogAck(type="dialog_ack", dialog_id=frame.dialog.dialog_id)
+        )
+
+    # -- outcomes ------------------------------------------------------------------------------
+
+    def _finish(
+        self,
+        out: _Outbox,
+        row: CommandRow,
+        outcome: str,
+        result: Any,
+        error: m.ErrorInfo | None,
+        now: float,
+    ) -> None:
+        target = _S.SUCCEEDED if outcome == "succeeded" else _S.FAILED
+        commands.update(
+            self.s.db,
+            self.session_id,
+            row.command_id,
+            state=move(row.state, target).value,
+            result=result.to_wire() if result is not None else None,
+            error_code=error.code if error is not None else None,
+            error_message=error.message if error is not None else None,
+            completed_at=now,
+            request=None,
+            ready_deadline=None,
+        )
+        self.s.telemetry.emit(
+            "command.outcome",
+            session=self.session_id,
+            command=row.name,
+            outcome=target.value,
+            kind=row.kind,
+            latency_ms=int((now - row.admitted_at) * 1000),
+        )
+        out.wake.add(row.command_id)
+
+    def _end(self, out: _Outbox, row: CommandRow, target: CommandState, now: float) -> None:
+        commands.update(
+            self.s.db,
+            self.session_id,
+            row.command_id,
+            state=move(row.state, target).value,
+            completed_at=now,
+            ready_deadline=None,
+        )
+        self.s.telemetry.emit(
+            "command.outcome",
+            session=self.session_id,
+            command=row.name,
+            outcome=target.value,
+            kind=row.kind,
+        )
+        out.wake.add(row.command_id)
+
+    def _unknown(self, out: _Outbox, row: CommandRow, now: float) -> None:
+        self._end(out, row, _S.UNKNOWN, now)
+        store.update(
+            self.s.db,
+            self.session_id,
+            writes_blocked_reason="unknown_outcome",
+            writes_blocked_command=row.command_id,
+        )
+
+    def epoch_lost(self, now: float) -> None:
+        """Inside a coordinator turn: the browser epoch changed, so every open command ends."""
+        out = _Outbox()
+        for row in commands.open_commands(self.s.db, self.session_id):
+            if row.state == _S.PENDING:
+                self._end(out, row, _S.TIMED_OUT, now)
+            elif row.state == _S.PREPARING:
+                self._end(out, row, _S.NOT_STARTED, now)
+            else:
+                self._unknown(out, row, now)
+
+    # -- the timer -----------------------------------------------------------------------------
+
+    def _expire_due(self, out: _Outbox, now: float) -> None:
+        for row in commands.open_commands(self.s.db, self.session_id):
+            if row.state == _S.PREPARING and row.ready_deadline is not None:
+                if now >= row.ready_deadline:
+                    self._end(out, row, _S.NOT_STARTED, now)
+                    out.frames.append(
+                        m.SessionServerCancel(
+                            type="cancel",
+                            command_id=uuid.UUID(row.command_id),
+                            reason="ready_deadline",
+                        )
+                    )
+            elif now >= row.deadline:
+                if row.state == _S.PENDING:
+                    self._end(out, row, _S.TIMED_OUT, now)
+                    out.frames.append(
+                        m.SessionServerCancel(
+                            type="cancel", command_id=uuid.UUID(row.command_id), reason="deadline"
+                        )
+                    )
+                else:
+                    self._unknown(out, row, now)
+
+    def arm(self) -> None:
+        due = min(
+            (
+                r.ready_deadline if r.state == _S.PREPARING and r.ready_deadline else r.deadline
+                for r in commands.open_commands(self.s.db, self.session_id)
+            ),
+            default=None,
+        )
+        if due == self._timer_due and self._timer is not None and not self._timer.done():
+            return
+        if self._timer is not None and self._timer is not asyncio.current_task():
+            self._timer.cancel()
+        self._timer, self._timer_due = None, due
+        if due is not None:
+            self._timer = asyncio.get_running_loop().create_task(self._fire_at(due))
+
+    async def _fire_at(self, due: float) -> None:
+        await self.s.clock.sleep_until(due)
+        self._timer, self._timer_due = None, None
+        try:
+            await self._turn(self._expire_due)
+        except Exception:
+            log.exception("command deadline turn failed")
+
+    # -- the socket ----------------------------------------------------------------------------
 
     async def send(self, frame: m.SessionServerFrame) -> None:
         conn = self._conn
@@ -140,8 +682,11 @@ class SessionAgent:
             log.debug("session send failed", exc_info=True)
 
     async def demote(self) -> None:
-        """The session's authority moved (new lease epoch, closing or terminal): drop the socket."""
+        """The session's authority moved (new lease epoch, closing or terminal): drop the socket
+        and wake every waiter so it re-reads the durable state."""
         await self.disconnected(self._serial, close=(CLOSE_NOT_AUTHORITATIVE, "authority moved"))
+        for event in self._events.values():
+            event.set()
 
     async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
         async with self._lock:
@@ -149,11 +694,22 @@ class SessionAgent:
                 return
             conn, self._conn = self._conn, None
             self.hello = None
+        # Reads in flight are lost with the socket; ungranted writes can no longer be granted.
+        await self._turn(self._socket_lost)
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
 
+    def _socket_lost(self, out: _Outbox, now: float) -> None:
+        for row in commands.open_commands(self.s.db, self.session_id):
+            if row.state == _S.PENDING:
+                self._end(out, row, _S.TIMED_OUT, now)
+            elif row.state == _S.PREPARING:
+                self._end(out, row, _S.NOT_STARTED, now)
+
     async def shutdown(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):

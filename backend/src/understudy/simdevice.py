@@ -44,6 +44,9 @@ class Lease:
     session_socket: Any = None
     session_task: asyncio.Task[None] | None = None
     session_frames: list[m.SessionServerFrame] = field(default_factory=list)
+    # The write journal, as the extension keeps it in chrome.storage.session.
+    journal: dict[str, str] = field(default_factory=dict)
+    journal_results: dict[str, m.SessionClientResult] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +60,10 @@ class Behaviour:
     protocol_versions: list[int] = field(default_factory=lambda: [1, 2])
     capabilities: list[str] = field(default_factory=lambda: list(ALL_CAPABILITIES))
     local_origin_policy: dict[str, Any] = field(default_factory=lambda: {"mode": "any"})
+    ready: Literal["ack", "silent"] = "ack"
+    execute: Literal["complete", "crash_after_start", "hold_result"] = "complete"
+    read: Literal["answer", "silent"] = "answer"
+    fail_with: str | None = None  # a CommandErrorCode every command fails with
 
 
 class SimulatedDevice:
@@ -69,6 +76,8 @@ class SimulatedDevice:
         self.frames: list[m.DeviceServerFrame] = []
         self.closed_leases: list[str] = []
         self.session_errors: list[str] = []
+        self.executions: dict[str, int] = {}
+        self.secrets_seen: list[str] = []  # command id -> real executions of its side effect
         self.welcome: m.DeviceServerWelcome | None = None
         self._socket: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -292,7 +301,9 @@ class SimulatedDevice:
                         "title": "",
                         "active": False,
                     },
-                    "journal": [],
+                    "journal": [
+                        {"commandId": cid, "state": state} for cid, state in lease.journal.items()
+                    ],
                 }
             ).to_wire_json()
         )
@@ -301,9 +312,104 @@ class SimulatedDevice:
     async def _read_session(self, lease: Lease, socket: Any) -> None:
         with contextlib.suppress(websockets.ConnectionClosed):
             async for raw in socket:
-                lease.session_frames.append(SESSION_FRAMES.validate_json(raw))
+                frame = SESSION_FRAMES.validate_json(raw)
+                lease.session_frames.append(frame)
+                await self._on_session_frame(lease, socket, frame)
                 async with self._changed:
                     self._changed.notify_all()
+
+    async def _on_session_frame(
+        self, lease: Lease, socket: Any, frame: m.SessionServerFrame
+    ) -> None:
+        async def send(reply: Any) -> None:
+            await socket.send(reply.to_wire_json())
+
+        b = self.behaviour
+        match frame:
+            case m.SessionServerHelloAck():
+                for cid in [*map(str, frame.cancel), *map(str, frame.unknown)]:
+                    lease.journal.pop(cid, None)
+                for cid, state in list(lease.journal.items()):
+                    if state == "completed_unacked" and cid in lease.journal_results:
+                        replay = lease.journal_results[cid].model_copy(update={"replayed": True})
+                        await send(replay)
+            case m.SessionServerRead():
+                if b.read == "silent":
+                    return
+                cid = str(frame.command_id)
+                await send(
+                    m.SessionClientReadResult.model_validate(
+                        self._outcome(cid, frame.command.to_wire(), lease, read=True)
+                    )
+                )
+            case m.SessionServerWritePrepare():
+                lease.journal[str(frame.command_id)] = "prepared"
+                if b.ready == "ack":
+                    await send(
+                        m.SessionClientWriteReady(
+                            type="write_ready",
+                            command_id=frame.command_id,
+                            lease_epoch=frame.lease_epoch,
+                        )
+                    )
+            case m.SessionServerWriteGrant():
+                cid = str(frame.command_id)
+                if lease.journal.get(cid) != "prepared":
+                    return  # never run a grant we did not prepare, nor one twice
+                lease.journal[cid] = "started"
+                if not frame.dry_run:
+                    self.executions[cid] = self.executions.get(cid, 0) + 1
+                    if frame.secret_value is not None:
+                        self.secrets_seen.append(frame.secret_value)
+                if b.execute == "crash_after_start":
+                    return
+                result = m.SessionClientResult.model_validate(
+                    self._outcome(cid, frame.command.to_wire(), lease, read=False)
+                )
+                lease.journal[cid] = "completed_unacked"
+                lease.journal_results[cid] = result
+                if b.execute == "complete":
+                    await send(result)
+            case m.SessionServerResultAck():
+                lease.journal.pop(str(frame.command_id), None)
+                lease.journal_results.pop(str(frame.command_id), None)
+            case m.SessionServerCancel():
+                if lease.journal.get(str(frame.command_id)) == "prepared":
+                    lease.journal.pop(str(frame.command_id), None)
+            case m.SessionServerDialogAck() | m.SessionServerError():
+                pass
+
+    def _outcome(
+        self, cid: str, command: dict[str, Any], lease: Lease, *, read: bool
+    ) -> dict[str, Any]:
+        frame_type = "read_result" if read else "result"
+        if self.behaviour.fail_with is not None:
+            return {
+                "type": frame_type,
+                "commandId": cid,
+                "outcome": "failed",
+                "error": {"code": self.behaviour.fail_with, "message": "simulated failure"},
+            }
+        return {
+            "type": frame_type,
+            "commandId": cid,
+            "outcome": "succeeded",
+            "result": fake_result(command, lease),
+        }
+
+    async def send_dialog(self, session_id: str, record: dict[str, Any]) -> None:
+        lease = next(lease for lease in self.leases.values() if lease.session_id == session_id)
+        await lease.session_socket.send(json.dumps({"type": "dialog", "dialog": record}))
+
+    async def send_session_frame(self, session_id: str, frame: dict[str, Any]) -> None:
+        lease = next(lease for lease in self.leases.values() if lease.session_id == session_id)
+        await lease.session_socket.send(json.dumps(frame))
+
+    async def restart_extension(self) -> m.DeviceServerWelcome:
+        """A same-epoch extension restart (service-worker eviction): sockets drop; the leases and
+        the write journal survive in storage.session; everything reconnects."""
+        await self.disconnect()
+        return await self.connect()
 
     async def _close_session_socket(self, lease: Lease) -> None:
         if lease.session_socket is not None:
@@ -350,3 +456,36 @@ class SimulatedDevice:
 
     def frames_of(self, kind: type[Any]) -> list[Any]:
         return [f for f in self.frames if isinstance(f, kind)]
+
+
+def fake_result(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
+    """An instant, plausible result for each catalog command."""
+    name = command["name"]
+    tab = {"tabId": lease.tab_id, "url": "https://example.com/", "title": "Example", "active": True}
+    if name == "hello":
+        return {"name": name, "protocolVersion": 2, "capabilities": ["safe_write_v2"], "tab": tab}
+    if name == "get_tabs":
+        return {"name": name, "tabs": [tab]}
+    if name == "snapshot":
+        return {
+            "name": name,
+            "url": tab["url"],
+            "title": "Example",
+            "generation": 1,
+            "truncated": False,
+            "nodes": [
+                {"role": "RootWebArea", "name": "Example", "depth": 0},
+                {"ref": "g1e1", "role": "button", "name": "Sign in", "depth": 1},
+            ],
+        }
+    if name == "screenshot":
+        return {
+            "name": name,
+            "mimeType": "image/png",
+            "data": "iVBORw0KGgo=",
+            "width": 1,
+            "height": 1,
+        }
+    if name == "wait_for":
+        return {"name": name, "matched": True, "elapsedMs": 1}
+    return {"name": name, "url": tab["url"], "title": "Example", "generation": 1}

@@ -51,6 +51,7 @@ from understudy_connector._exceptions import (
     UnderstudyError,
     UsageError,
     WriteRefused,
+    WritesBlocked,
 )
 from understudy_connector._hooks import ApproveHook, WriteRequest
 from understudy_connector._lifecycle import SessionState
@@ -103,6 +104,7 @@ __all__ = [
     "UsageError",
     "WriteRefused",
     "WriteRequest",
+    "WritesBlocked",
     "__version__",
     "find_nodes",
     "find_ref",

@@ -25,6 +25,7 @@ message::
         ├── ProfileConflict             409 profile_conflict
         ├── CommandOutcomeUnknown       409 command_outcome_unknown (never retried)
         ├── CommandIdConflict           409 command_id_conflict
+        ├── WritesBlocked               409 writes_blocked
         ├── SessionTerminal             410 session_terminal
         ├── ProtocolUpgradeRequired     426 protocol_upgrade_required
         ├── CapacityExhausted           429 capacity_exhausted
@@ -92,6 +93,7 @@ __all__ = [
     "UnderstudyError",
     "UsageError",
     "WriteRefused",
+    "WritesBlocked",
     "problem_class",
 ]
 
@@ -316,6 +318,14 @@ class CommandIdConflict(ProblemError):
     """The command id was already used for a different request; a new request needs a new id."""
 
     CODE = "command_id_conflict"
+    STATUS = 409
+
+
+class WritesBlocked(ProblemError):
+    """Writes on this session are blocked: an earlier write's outcome is unknown, or the browser
+    restarted. Reads still work; delete the session and create a new one to write again."""
+
+    CODE = "writes_blocked"
     STATUS = 409
 
 

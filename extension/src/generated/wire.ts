@@ -404,7 +404,7 @@ export type NotReadyProblem = Problem & {
  */
 export type CommandConflictProblem = Problem & {
   status?: 409;
-  code?: "command_outcome_unknown" | "command_id_conflict";
+  code?: "command_outcome_unknown" | "command_id_conflict" | "writes_blocked";
 };
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema

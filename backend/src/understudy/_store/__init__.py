@@ -4,7 +4,7 @@ The SQL stays portable to PostgreSQL (`INSERT … ON CONFLICT`, no SQLite-only f
 so a second implementation can be added behind the same functions.
 """
 
-from understudy._store import credentials, quotas, sessions, tickets
+from understudy._store import commands, credentials, dialogs, quotas, sessions, tickets, vault
 from understudy._store._db import Database
 from understudy._store._migrations import LATEST, SchemaTooNewError, current_version, migrate
 
@@ -12,10 +12,13 @@ __all__ = [
     "LATEST",
     "Database",
     "SchemaTooNewError",
+    "commands",
     "credentials",
     "current_version",
+    "dialogs",
     "migrate",
     "quotas",
     "sessions",
     "tickets",
+    "vault",
 ]

@@ -87,6 +87,55 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        2,
+        "command plane: command journal, dialogs, vault",
+        """
+        CREATE TABLE commands (
+            session_id TEXT NOT NULL,
+            command_id TEXT NOT NULL,
+            tenant TEXT NOT NULL,
+            actor TEXT NOT NULL,
+            name TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            dry_run INTEGER NOT NULL,
+            fingerprint TEXT NOT NULL,
+            request TEXT,
+            state TEXT NOT NULL,
+            attempt INTEGER NOT NULL DEFAULT 1,
+            lease_epoch INTEGER NOT NULL,
+            browser_epoch TEXT,
+            admitted_at REAL NOT NULL,
+            ready_deadline REAL,
+            deadline REAL NOT NULL,
+            result TEXT,
+            error_code TEXT,
+            error_message TEXT,
+            completed_at REAL,
+            PRIMARY KEY (session_id, command_id)
+        );
+        CREATE INDEX commands_open ON commands (session_id, state);
+        CREATE TABLE dialogs (
+            session_id TEXT NOT NULL,
+            dialog_id TEXT NOT NULL,
+            record TEXT,
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (session_id, dialog_id)
+        );
+        CREATE TABLE vault_keys (
+            tenant TEXT PRIMARY KEY,
+            wrapped_key BLOB NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE vault_secrets (
+            tenant TEXT NOT NULL,
+            name TEXT NOT NULL,
+            sealed BLOB NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (tenant, name)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

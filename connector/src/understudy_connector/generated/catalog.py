@@ -62,7 +62,7 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "400": ["invalid_request"],
         "401": ["unauthorized"],
         "404": ["session_not_found"],
-        "409": ["command_outcome_unknown", "command_id_conflict"],
+        "409": ["command_outcome_unknown", "command_id_conflict", "writes_blocked"],
         "410": ["session_terminal"],
         "426": ["protocol_upgrade_required"],
         "429": ["session_busy", "rate_limited"],

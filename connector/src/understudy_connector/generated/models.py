@@ -1559,7 +1559,7 @@ class CommandConflictProblem(Problem):
         extra="forbid",
     )
     status: Annotated[Literal[409], Field(ge=400, le=599)]
-    code: Literal["command_outcome_unknown", "command_id_conflict"]
+    code: Literal["command_outcome_unknown", "command_id_conflict", "writes_blocked"]
     command_id: Annotated[CommandId, Field(alias="commandId")]
     """
     On command problems, the command concerned.

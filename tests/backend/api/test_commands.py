@@ -1,0 +1,358 @@
+"""The command plane through HTTP and real sockets, with a simulated device counting executions."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
+from understudy._store import vault
+from understudy.generated import models as m
+from understudy.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+async def _session(
+    backend: Backend,
+    http: Any,
+    behaviour: Behaviour | None = None,
+) -> tuple[SimulatedDevice, str]:
+    device = await backend.device(behaviour=behaviour)
+    response = await http.post("/v1/sessions", json=unattended(), headers=idem())
+    assert response.status_code == 201, response.text
+    session_id: str = response.json()["sessionId"]
+    lease = next(iter(device.leases.values()))
+    if device.behaviour.open_session_sockets:
+        await device.wait_for(lambda: lease.session_frames)  # hello_ack: the socket is up
+    return device, session_id
+
+
+def _cmd(command: dict[str, Any], command_id: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"commandId": command_id or str(uuid.uuid4()), "command": command, **extra}
+
+
+async def _post_later(
+    backend: Backend, http: Any, url: str, body: dict[str, Any], seconds: float
+) -> Any:
+    """Submit, then let `seconds` pass on the manual clock while the request waits."""
+    task = asyncio.ensure_future(http.post(url, json=body))
+    await backend.settle()
+    await backend.clock.advance(seconds)
+    await backend.settle()
+    return await task
+
+
+async def test_a_read_returns_its_durable_result(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http)
+        body = _cmd({"name": "snapshot", "interactiveOnly": True})
+        response = await http.post(f"/v1/sessions/{sid}/commands", json=body)
+        assert response.status_code == 200, response.text
+        outcome = response.json()
+        assert (outcome["status"], outcome["name"]) == ("succeeded", "snapshot")
+        assert outcome["result"]["nodes"][1]["ref"] == "g1e1"
+        polled = await http.get(f"/v1/sessions/{sid}/commands/{body['commandId']}")
+        assert polled.json() == outcome
+
+
+async def test_a_write_runs_the_durable_sequence_once(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        body = _cmd({"name": "click", "ref": "g1e1"})
+        response = await http.post(f"/v1/sessions/{sid}/commands", json=body)
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["name"] == "click"
+        lease = next(iter(device.leases.values()))
+        kinds = [f.type for f in lease.session_frames]
+        assert kinds[-3:] == ["write_prepare", "write_grant", "result_ack"]
+        prepare = next(
+            f for f in lease.session_frames if isinstance(f, m.SessionServerWritePrepare)
+        )
+        assert "command" not in prepare.to_wire()  # metadata only
+        # The same command id and body returns the durable outcome; nothing runs again.
+        again = await http.post(f"/v1/sessions/{sid}/commands", json=body)
+        assert again.json() == response.json()
+        assert device.executions == {body["commandId"]: 1}
+        assert lease.journal == {}
+
+
+async def test_same_command_id_with_another_fingerprint_conflicts(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http)
+        body = _cmd({"name": "click", "ref": "g1e1"})
+        assert (await http.post(f"/v1/sessions/{sid}/commands", json=body)).status_code == 200
+        dry = await http.post(f"/v1/sessions/{sid}/commands", json={**body, "dryRun": True})
+        assert dry.status_code == 409
+        assert (dry.json()["code"], dry.json()["commandId"]) == (
+            "command_id_conflict",
+            body["commandId"],
+        )
+
+
+async def test_another_command_while_one_owns_the_slot_is_session_busy(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        _device, sid = await _session(backend, http, Behaviour(read="silent"))
+        first = asyncio.ensure_future(
+            http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "hello"}))
+        )
+        await backend.settle()
+        busy = await http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "get_tabs"}))
+        assert busy.status_code == 429
+        assert busy.json()["code"] == "session_busy"
+        assert busy.headers["retry-after"] == "1"
+        await backend.clock.advance(20)
+        assert (await first).status_code == 504
+
+
+async def test_a_read_that_times_out_is_504_and_safe_to_retry(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(read="silent"))
+        body = _cmd({"name": "wait_for", "condition": {"kind": "text_appears", "text": "Hi"}})
+        url = f"/v1/sessions/{sid}/commands"
+        timed_out = await _post_later(backend, http, url, body, 20)
+        assert timed_out.status_code == 504
+        assert (timed_out.json()["code"], timed_out.json()["retryPolicy"]) == (
+            "command_timed_out",
+            "retry_same_command",
+        )
+        poll = await http.get(f"{url}/{body['commandId']}")
+        assert poll.json()["code"] == "command_timed_out"
+        device.behaviour.read = "answer"
+        retried = await http.post(url, json=body)
+        assert retried.status_code == 200
+
+
+async def test_a_write_not_ready_in_5s_is_not_started_and_retry_runs_it_once(
+    backend: Backend,
+) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(ready="silent"))
+        url = f"/v1/sessions/{sid}/commands"
+        body = _cmd({"name": "type", "ref": "g1e2", "text": "hello"})
+        first = await _post_later(backend, http, url, body, 5)
+        assert first.status_code == 504
+        assert first.json()["code"] == "command_not_started"
+        assert device.executions == {}
+        device.behaviour.ready = "ack"
+        retried = await http.post(url, json=body)
+        assert retried.status_code == 200
+        assert device.executions == {body["commandId"]: 1}
+
+
+async def test_granted_work_past_20s_is_202_then_unknown_at_25s_and_blocks_writes(
+    backend: Backend,
+) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
+        url = f"/v1/sessions/{sid}/commands"
+        body = _cmd({"name": "navigate", "url": "https://example.com/next"})
+        pending = await _post_later(backend, http, url, body, 20)
+        assert pending.status_code == 202
+        assert pending.json() == {
+            "commandId": body["commandId"],
+            "name": "navigate",
+            "status": "granted",
+            "retryPolicy": "poll_same_command",
+        }
+        assert pending.headers["location"] == f"{url}/{body['commandId']}"
+        await backend.clock.advance(5)
+        await backend.settle()
+        unknown = await http.get(f"{url}/{body['commandId']}")
+        assert unknown.status_code == 409
+        assert unknown.json()["code"] == "command_outcome_unknown"
+        session = (await http.get(f"/v1/sessions/{sid}")).json()
+        assert (
+            session["writesBlocked"],
+            session["writesBlockedReason"],
+            session["writesBlockedCommandId"],
+        ) == (True, "unknown_outcome", body["commandId"])
+        blocked = await http.post(url, json=_cmd({"name": "reload"}))
+        assert (blocked.status_code, blocked.json()["code"]) == (409, "writes_blocked")
+        assert (await http.post(url, json=_cmd({"name": "snapshot"}))).status_code == 200
+        assert device.executions == {body["commandId"]: 1}
+
+
+async def test_restart_replays_completed_results_and_marks_started_writes_unknown(
+    backend: Backend,
+) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
+        url = f"/v1/sessions/{sid}/commands"
+        done = _cmd({"name": "click", "ref": "g1e1"})
+        task = asyncio.ensure_future(http.post(url, json=done))
+        await backend.settle()
+        await device.restart_extension()  # same browser epoch: the journal survives
+        device.behaviour.execute = "complete"
+        await backend.settle()
+        response = await task
+        assert response.status_code == 200, response.text  # the replayed result
+        assert device.executions == {done["commandId"]: 1}
+        # A write that started and lost its result before the restart is unknown, never re-run.
+        device.behaviour.execute = "crash_after_start"
+        crashed = _cmd({"name": "click", "ref": "g1e1"})
+        task = asyncio.ensure_future(http.post(url, json=crashed))
+        await backend.settle()
+        await device.restart_extension()
+        await backend.settle()
+        answer = await task
+        assert (answer.status_code, answer.json()["code"]) == (409, "command_outcome_unknown")
+        assert device.executions[crashed["commandId"]] == 1
+
+
+async def test_a_socket_drop_before_grant_is_not_started(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(ready="silent"))
+        body = _cmd({"name": "click", "ref": "g1e1"})
+        task = asyncio.ensure_future(http.post(f"/v1/sessions/{sid}/commands", json=body))
+        await backend.settle()
+        await device.restart_extension()
+        await backend.settle()
+        response = await task
+        assert (response.status_code, response.json()["code"]) == (504, "command_not_started")
+        lease = next(iter(device.leases.values()))
+        # The preparation is cancelled by the hello_ack of the new connection.
+        await device.wait_for(lambda: body["commandId"] not in lease.journal)
+
+
+async def test_extension_without_safe_write_gets_426_for_writes_only(backend: Backend) -> None:
+    caps = [c for c in ALL_CAPABILITIES if c != "safe_write_v2"]
+    async with backend.client(backend.api_key()) as http:
+        device = await backend.device(behaviour=Behaviour(capabilities=caps))
+        # Without safe writes the device is no unattended candidate; attach a tab instead.
+        sid = (await http.post("/v1/sessions")).json()["sessionId"]
+        await device.attach(sid)
+        await backend.settle()
+        url = f"/v1/sessions/{sid}/commands"
+        write = await http.post(url, json=_cmd({"name": "reload"}))
+        assert (write.status_code, write.json()["code"]) == (426, "protocol_upgrade_required")
+        assert (await http.post(url, json=_cmd({"name": "hello"}))).status_code == 200
+
+
+async def test_commands_need_a_live_socket_and_a_live_session(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http, Behaviour(open_session_sockets=False))
+        url = f"/v1/sessions/{sid}/commands"
+        down = await http.post(url, json=_cmd({"name": "hello"}))
+        assert (down.status_code, down.json()["code"]) == (503, "session_unavailable")
+        assert int(down.headers["retry-after"]) > 0
+        await http.delete(f"/v1/sessions/{sid}")
+        gone = await http.post(url, json=_cmd({"name": "hello"}))
+        assert (gone.status_code, gone.json()["code"]) == (410, "session_terminal")
+        missing = await http.get(f"{url}/{uuid.uuid4()}")
+        assert (missing.status_code, missing.json()["code"]) == (404, "command_not_found")
+        strict = await http.post(url, json={**_cmd({"name": "hello"}), "extra": 1})
+        assert strict.status_code == 400
+
+
+async def test_an_admitted_command_moves_the_idle_expiry(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        before = (await http.get(f"/v1/sessions/{sid}")).json()
+        await backend.clock.advance(60)
+        await device.heartbeat()
+        await http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "hello"}))
+        after = (await http.get(f"/v1/sessions/{sid}")).json()
+        assert after["idleExpiresAt"] > before["idleExpiresAt"]
+        assert after["commandCount"] == 1
+        assert "lastCommandAt" in after
+
+
+async def test_fill_secret_resolves_plaintext_only_into_the_grant(
+    backend: Backend, tmp_path: Path
+) -> None:
+    plaintext = "correct horse battery staple 7f3a"
+    services = backend.services
+    with services.db.transaction():
+        vault.put(
+            services.db, services.keys, "acme", "login-password", plaintext, services.clock.now()
+        )
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        body = _cmd({"name": "fill_secret", "ref": "g1e3", "secretRef": "vault:login-password"})
+        response = await http.post(url, json=body)
+        assert response.status_code == 200, response.text
+        assert device.secrets_seen == [plaintext]
+        assert plaintext not in response.text
+        missing = await http.post(
+            url, json=_cmd({"name": "fill_secret", "ref": "g1e3", "secretRef": "vault:nope"})
+        )
+        assert missing.json()["error"]["code"] == "secret_not_found"
+    services.db.execute("PRAGMA wal_checkpoint(FULL)")
+    for path in (backend.settings.data_dir).iterdir():
+        assert plaintext.encode() not in path.read_bytes(), path
+    assert plaintext not in str(services.telemetry.events)
+
+
+async def test_dialogs_are_deduplicated_and_the_newest_50_kept(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        lease = next(iter(device.leases.values()))
+        ids = [str(uuid.uuid4()) for _ in range(52)]
+        for i, dialog_id in enumerate([ids[0], *ids]):  # the first one twice
+            await device.send_dialog(
+                sid,
+                {
+                    "dialogId": dialog_id,
+                    "dialogType": "alert",
+                    "message": f"m{i}",
+                    "accepted": True,
+                    "openedAt": "2026-11-30T09:00:00Z",
+                    "delivery": "delivered",
+                },
+            )
+        await device.wait_for(
+            lambda: sum(isinstance(f, m.SessionServerDialogAck) for f in lease.session_frames) == 53
+        )
+        dialogs = (await http.get(f"/v1/sessions/{sid}")).json()["dialogs"]
+        assert len(dialogs) == 50
+        assert dialogs[0]["dialogId"] == ids[-1]
+        assert ids[0] not in {d["dialogId"] for d in dialogs}
+
+
+async def test_browser_epoch_change_makes_granted_writes_unknown(backend: Backend) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
+        body = _cmd({"name": "click", "ref": "g1e1"})
+        task = asyncio.ensure_future(http.post(f"/v1/sessions/{sid}/commands", json=body))
+        await backend.settle()
+        await device.restart_browser()
+        await backend.settle()
+        response = await task
+        assert (response.status_code, response.json()["code"]) == (409, "command_outcome_unknown")
+        session = (await http.get(f"/v1/sessions/{sid}")).json()
+        assert session["writesBlocked"] is True
+
+
+@pytest.mark.parametrize(
+    ("quota", "limit"),
+    [
+        ("commands_per_session_per_min", 3),
+        ("commands_per_tenant_per_min", 3),
+        ("commands_per_session_lifetime", 3),
+    ],
+)
+async def test_command_quotas_answer_429_rate_limited(
+    tmp_path: Path, quota: str, limit: int
+) -> None:
+    probe = await start_backend(tmp_path / "probe")
+    policy = replace(probe.settings.quota, **{quota: limit})
+    await stop_backend(probe)
+    backend = await start_backend(tmp_path, quota=policy)
+    try:
+        async with backend.client(backend.api_key()) as http:
+            _, sid = await _session(backend, http)
+            url = f"/v1/sessions/{sid}/commands"
+            for _ in range(limit):
+                assert (await http.post(url, json=_cmd({"name": "hello"}))).status_code == 200
+            refused = await http.post(url, json=_cmd({"name": "hello"}))
+            assert (refused.status_code, refused.json()["code"]) == (429, "rate_limited")
+            assert int(refused.headers["retry-after"]) >= 1
+    finally:
+        await stop_backend(backend)
