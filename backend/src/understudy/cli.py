@@ -9,6 +9,10 @@
     understudy devices revoke --tenant T --device D
     understudy devices list
     understudy tenants list
+    understudy secrets put --tenant T --name N       read the value from stdin (never argv)
+    understudy secrets list --tenant T               names only
+    understudy secrets delete --tenant T --name N
+    understudy secrets rotate-key --tenant T         re-seal them under a new data key
 
 Configuration comes from the environment (UNDERSTUDY_*, UNATTENDED_ENABLED_TENANTS, QUOTA_POLICY,
 DEVICE_TOKENS) and an optional TOML file named by UNDERSTUDY_CONFIG. Raw tokens are printed once
@@ -26,8 +30,9 @@ from typing import TYPE_CHECKING
 
 from understudy import _security
 from understudy._bootstrap import open_database
-from understudy._config import ConfigError, load_settings
-from understudy._store import SchemaTooNewError, credentials, migrate
+from understudy._config import ConfigError, ensure_master_key, load_settings
+from understudy._security import Keys
+from understudy._store import SchemaTooNewError, credentials, migrate, vault
 
 if TYPE_CHECKING:
     from understudy._config import Settings
@@ -41,6 +46,17 @@ def _name(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"{value!r}: use 1-64 lowercase letters, digits, '.', '_' or '-', starting with a "
             "letter or digit"
+        )
+    return value
+
+
+SECRET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _secret_name(value: str) -> str:
+    if not SECRET_NAME.match(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r}: use 1-128 letters, digits, '.', '_' or '-'; commands name it vault:<name>"
         )
     return value
 
@@ -76,6 +92,18 @@ def _parser() -> argparse.ArgumentParser:
     drevoke.add_argument("--tenant", required=True, type=_name)
     drevoke.add_argument("--device", required=True, type=_name)
     devices.add_parser("list", help="list devices")
+    secrets_ = sub.add_parser("secrets", help="vaulted secrets for fill_secret")
+    secret_actions = secrets_.add_subparsers(dest="action", required=True)
+    for action, text in (("put", "store a secret read from stdin"), ("delete", "delete a secret")):
+        sp = secret_actions.add_parser(action, help=text)
+        sp.add_argument("--tenant", required=True, type=_name)
+        sp.add_argument("--name", required=True, type=_secret_name)
+    for action, text in (
+        ("list", "list secret names"),
+        ("rotate-key", "re-seal every secret under a fresh data key"),
+    ):
+        sp = secret_actions.add_parser(action, help=text)
+        sp.add_argument("--tenant", required=True, type=_name)
     tenants = sub.add_parser("tenants", help="tenants").add_subparsers(dest="action", required=True)
     tenants.add_parser("list", help="list tenants that have keys or devices")
     return parser
@@ -97,13 +125,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"understudy: {exc}", file=sys.stderr)
         return 2
     try:
-        return _manage(db, args)
+        return _manage(db, args, settings)
     finally:
         db.close()
 
 
-def _manage(db: Database, args: argparse.Namespace) -> int:
+def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
     now = time.time()
+    if args.command == "secrets":
+        return _secrets(db, args, settings, now)
     if args.command == "migrate":
         print("schema is up to date")
         return 0
@@ -164,6 +194,35 @@ def _manage(db: Database, args: argparse.Namespace) -> int:
             print(tenant)
         return 0
     raise AssertionError(f"unhandled command {args}")
+
+
+def _secrets(db: Database, args: argparse.Namespace, settings: Settings, now: float) -> int:
+    keys = Keys.from_master(ensure_master_key(settings))
+    if args.action == "put":
+        value = sys.stdin.read().removesuffix("\n")
+        if not value:
+            print(
+                "understudy: no secret on stdin; pipe it in, e.g. from your secret manager",
+                file=sys.stderr,
+            )
+            return 2
+        with db.transaction():
+            vault.put(db, keys, args.tenant, args.name, value, now)
+        print(f"stored vault:{args.name} for tenant {args.tenant}")
+        return 0
+    if args.action == "list":
+        for name in vault.names(db, args.tenant):
+            print(f"vault:{name}")
+        return 0
+    if args.action == "delete":
+        with db.transaction():
+            done = vault.delete(db, args.tenant, args.name)
+        print("deleted" if done else f"no secret vault:{args.name}")
+        return 0 if done else 1
+    with db.transaction():
+        count = vault.rotate_data_key(db, keys, args.tenant, now)
+    print(f"re-sealed {count} secret(s) under a new data key")
+    return 0
 
 
 def _serve(settings: Settings, host: str | None, port: int | None) -> int:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, assert_never
 
 from pydantic import TypeAdapter, ValidationError
 
-from understudy import _security
+from understudy import _faults, _security
 from understudy._clock import utc, wait_until
 from understudy._commands import CommandState, move
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
@@ -61,6 +61,7 @@ class _Outbox:
     frames: list[m.SessionServerFrame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
     admitted: bool = False
+    step: str | None = None  # the persisted write step this turn took (for crash points)
 
 
 class SessionAgent:
@@ -87,6 +88,8 @@ class SessionAgent:
             out = _Outbox()
             with self.s.db.transaction():
                 result = body(out, self.s.clock.now())
+            if out.step is not None:
+                _faults.after(out.step)
             for frame in out.frames:
                 await self.send(frame)
             for command_id in out.wake:
@@ -211,6 +214,7 @@ class SessionAgent:
                     )
                 )
             else:
+                out.step = "preparing"
                 out.frames.append(
                     m.SessionServerWritePrepare(
                         type="write_prepare",
@@ -494,6 +498,7 @@ class SessionAgent:
             ready_deadline=None,
         )
         out.wake.add(row.command_id)
+        out.step = "granted"
         # The plaintext exists only in this frame object, in memory, until it is sent.
         out.frames.append(
             m.SessionServerWriteGrant(
@@ -523,6 +528,7 @@ class SessionAgent:
         state = CommandState(row.state)
         if state == _S.GRANTED:
             self._finish(out, row, frame.outcome, frame.result, frame.error, now)
+            out.step = "result"
             out.frames.append(ack)
         elif state in (_S.SUCCEEDED, _S.FAILED, _S.UNKNOWN):
             out.frames.append(ack)  # a replay of a result we hold (or gave up on): just ack it
