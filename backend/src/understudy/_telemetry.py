@@ -38,6 +38,7 @@ EVENTS: Final = frozenset(
         "device.connected",
         "device.disconnected",
         "device.offline",
+        "device.health",
         "command.admitted",
         "command.outcome",
         "dialog.recorded",

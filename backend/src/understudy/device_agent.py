@@ -124,12 +124,17 @@ class DeviceAgent:
             case m.DeviceClientTicketRequest():
                 await coordinator.ticket_request(self.device_id, frame)
             case m.DeviceClientHealth():
-                self.s.telemetry.emit(
-                    "device.connected",
-                    tenant=self.tenant,
-                    device=self.device_id,
-                    status=frame.status,
-                )
+                # Content-free counters only: dialog overflow or interruption, popups closed,
+                # navigations blocked, debugger detaches.
+                for counter, count in sorted(frame.counters.to_wire().items()):
+                    self.s.telemetry.emit(
+                        "device.health",
+                        tenant=self.tenant,
+                        device=self.device_id,
+                        status=frame.status,
+                        reason=counter,
+                        count=count,
+                    )
             case m.DeviceClientError():
                 log.info("device reported error code=%s", frame.code)
             case _:

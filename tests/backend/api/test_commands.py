@@ -356,3 +356,21 @@ async def test_command_quotas_answer_429_rate_limited(
             assert int(refused.headers["retry-after"]) >= 1
     finally:
         await stop_backend(backend)
+
+
+async def test_health_frames_become_content_free_telemetry(backend: Backend) -> None:
+    device = await backend.device()
+    await device.send_frame(
+        {
+            "type": "health",
+            "status": "degraded",
+            "counters": {"dialogOverflow": 2, "popupsClosed": 1},
+        }
+    )
+    await backend.settle()
+    health = [e for e in backend.services.telemetry.events if e["event"] == "device.health"]
+    assert {(e["reason"], e["count"]) for e in health} == {
+        ("dialogOverflow", 2),
+        ("popupsClosed", 1),
+    }
+    assert all(e["device"] != "laptop-1" for e in health)  # a pseudonym, never the raw id
