@@ -11,6 +11,7 @@ programming error.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -61,6 +62,17 @@ PLAIN_FIELDS: Final = frozenset(
         "latency_ms",
         "protocol_version",
     }
+)
+# uvicorn's loggers; the websockets protocol inside uvicorn logs on "uvicorn.error" too.
+SERVER_LOGGERS: Final = ("uvicorn.error", "uvicorn.access")
+_FRAME_LINE = re.compile(r"[<>] (TEXT|BINARY|CONT) ")
+_LOG_SCRUBS: Final = (
+    (re.compile(r"\bust1\.[A-Za-z0-9_.-]+"), "<ticket>"),
+    (re.compile(r"\b(?:usk|udc)_[A-Za-z0-9_-]{43}"), "<token>"),
+    (re.compile(r"\?[^\s\"']*"), "?<query>"),
+    (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"']+"), "<url>"),
+    (re.compile(r"\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"), "<id>"),
+    (re.compile(r"\b[0-9a-fA-F]{64}\b"), "<digest>"),
 )
 # Machine codes only: no "/", ":", "?", "@" or spaces, so neither URLs nor prose fit.
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
@@ -204,3 +216,52 @@ def _number(value: float) -> str:
     if isinstance(value, int) or value.is_integer():
         return str(int(value))
     return repr(value)
+
+
+class ServerLogFilter(logging.Filter):
+    """Keep the web server's own log lines content-free.
+
+    uvicorn logs every request and socket handshake with its path and query string, which hold
+    session ids and socket tickets; at DEBUG the websockets protocol also logs handshake headers
+    (the page ``Origin``) and frame payloads (ids, origins, tickets). Frame payload lines are
+    dropped; every other line has tickets, tokens, query strings, URLs, UUIDs and digests replaced
+    by placeholders.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):  # unformattable: nothing safe to show
+            return False
+        if _FRAME_LINE.match(message):
+            return False
+        # Scrub the arguments one by one: uvicorn's access formatter unpacks them.
+        if isinstance(record.msg, str):
+            record.msg = _scrub(record.msg)
+        if isinstance(record.args, tuple):
+            record.args = tuple(_scrub_arg(arg) for arg in record.args)
+        elif isinstance(record.args, dict):
+            record.args = {key: _scrub_arg(arg) for key, arg in record.args.items()}
+        if record.exc_info and not record.exc_text:
+            record.exc_text = _scrub(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+def install_server_log_filter() -> None:
+    """Attach :class:`ServerLogFilter` to uvicorn's loggers once per process."""
+    for name in SERVER_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ServerLogFilter) for f in logger.filters):
+            logger.addFilter(ServerLogFilter())
+
+
+def _scrub_arg(arg: object) -> object:
+    if isinstance(arg, int | float):  # bool is an int
+        return arg
+    return _scrub(str(arg))
+
+
+def _scrub(text: str) -> str:
+    for pattern, placeholder in _LOG_SCRUBS:
+        text = pattern.sub(placeholder, text)
+    return text

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from litestar import Litestar, Request, Response, delete, get, post, websocket
+from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
 from litestar.connection import WebSocket
 from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import FromPath
@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from understudy import _security
 from understudy._commands import CommandState
+from understudy._connection import CLOSE_TICKET_REFUSED
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
 from understudy._store import commands as command_store
@@ -99,6 +100,7 @@ def consumer(request: Request[Any, Any, Any]) -> Consumer:
         services.telemetry.emit("auth.refused", kind="consumer", reason="unknown_or_revoked")
         raise _unauthorized()
     _backstop(services, digest)
+    services.telemetry.emit("auth.accepted", kind="consumer", tenant=key.tenant, actor=key.actor)
     return Consumer(key.tenant, key.actor)
 
 
@@ -114,6 +116,9 @@ def device_principal(request: Request[Any, Any, Any]) -> Device:
         services.telemetry.emit("auth.refused", kind="device", reason="unknown_or_revoked")
         raise _unauthorized()
     _backstop(services, digest)
+    services.telemetry.emit(
+        "auth.accepted", kind="device", tenant=device.tenant, device=device.device_id
+    )
     return device
 
 
@@ -215,6 +220,19 @@ async def delete_session(
     if is_terminal(row):
         return _json(tombstone_view(row), 200)
     return _json(session_view(row), 202)
+
+
+@route(
+    "/v1/sessions/{session_id:str}",
+    http_method=HttpMethod.OPTIONS,
+    status_code=204,
+    include_in_schema=False,
+)
+async def session_options() -> Response[None]:
+    # Litestar 2 answers OPTIONS from the first handler registered on a path only, so this path,
+    # served by two handlers, would claim GET alone (litestar-org/litestar#4169, fixed in v3).
+    # Registered before them, it keeps Litestar from adding its own.
+    return Response(None, status_code=204, headers={"Allow": "DELETE, GET, OPTIONS"})
 
 
 # -- commands --------------------------------------------------------------------------------------
@@ -409,13 +427,25 @@ async def _frames(socket: WebSocket[Any, Any, Any]) -> AsyncIterator[str]:
             yield data if isinstance(data, str) else data.decode()
 
 
-def _ticket(socket: WebSocket[Any, Any, Any], audience: str) -> _security.TicketClaims | None:
+class _Refused(Exception):
+    """The upgrade is refused before it is accepted (HTTP 403): a foreign page origin."""
+
+
+async def _ticket(
+    socket: WebSocket[Any, Any, Any], audience: str, session_id: str | None = None
+) -> _security.TicketClaims | None:
+    """Verify origin, signature, audience, expiry and path before any routing.
+
+    A foreign `Origin` is refused at the handshake (403). A bad ticket gets the accepted socket
+    closed with 4401, so the extension can tell "take a new ticket" from other failures.
+    """
     services = _services(socket)
     if not services.settings.socket_origin_allowed(socket.headers.get("origin")):
-        return None
+        services.telemetry.emit("ticket.refused", kind=audience, reason="origin")
+        raise _Refused
     token = socket.query_params.get("ticket", "")
     try:
-        return _security.verify_ticket(
+        claims = _security.verify_ticket(
             services.keys,
             token,
             audience=audience,  # type: ignore[arg-type]
@@ -424,13 +454,26 @@ def _ticket(socket: WebSocket[Any, Any, Any], audience: str) -> _security.Ticket
     except _security.TicketError as exc:
         services.telemetry.emit("ticket.refused", kind=audience, reason=exc.reason)
         return None
+    if session_id is not None and claims.session != session_id:
+        services.telemetry.emit("ticket.refused", kind=audience, reason="wrong_path")
+        return None
+    return claims
+
+
+async def _refuse(socket: WebSocket[Any, Any, Any]) -> None:
+    await socket.accept()
+    await socket.close(code=CLOSE_TICKET_REFUSED, reason="ticket refused")
 
 
 @websocket("/v1/device/socket")
 async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
-    claims = _ticket(socket, "device")
+    try:
+        claims = await _ticket(socket, "device")
+    except _Refused:
+        await socket.close(code=4403, reason="origin refused")
+        return
     if claims is None:
-        await socket.close(code=4401, reason="ticket refused")
+        await _refuse(socket)
         return
     agent = _services(socket).device_agent(claims.tenant, claims.device)
     await socket.accept()
@@ -448,9 +491,13 @@ async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
 
 @websocket("/v1/sessions/{session_id:str}/socket")
 async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[str]) -> None:
-    claims = _ticket(socket, "session")
-    if claims is None or claims.session != session_id:
-        await socket.close(code=4401, reason="ticket refused")
+    try:
+        claims = await _ticket(socket, "session", session_id)
+    except _Refused:
+        await socket.close(code=4403, reason="origin refused")
+        return
+    if claims is None:
+        await _refuse(socket)
         return
     agent = _services(socket).session_agent(session_id)
     await socket.accept()
@@ -515,7 +562,8 @@ def _on_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[An
 
 
 def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
-    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    # The route template, never the path: paths carry session and command ids.
+    log.exception("unhandled error on %s %s", request.method, request.scope.get("path_template"))
     return problem_response(ProblemError(500, "internal_error", "an unexpected error occurred"))
 
 
@@ -531,6 +579,7 @@ def create_app(services: Services) -> Litestar:
     app = Litestar(
         route_handlers=[
             create_session,
+            session_options,
             get_session,
             delete_session,
             submit_command,

@@ -32,7 +32,7 @@ from understudy import _security
 from understudy._bootstrap import open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
 from understudy._security import Keys
-from understudy._store import SchemaTooNewError, credentials, migrate, vault
+from understudy._store import SchemaTooNewError, credentials, current_version, migrate, vault
 
 if TYPE_CHECKING:
     from understudy._config import Settings
@@ -120,10 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host, args.port)
     db = open_database(settings)
     try:
-        migrate(db, time.time())
+        applied = migrate(db, time.time())
     except SchemaTooNewError as exc:
+        db.close()
         print(f"understudy: {exc}", file=sys.stderr)
         return 2
+    if args.command == "migrate" and applied:
+        print(f"applied schema migration(s) {', '.join(map(str, applied))}")
     try:
         return _manage(db, args, settings)
     finally:
@@ -135,7 +138,7 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
     if args.command == "secrets":
         return _secrets(db, args, settings, now)
     if args.command == "migrate":
-        print("schema is up to date")
+        print(f"schema is up to date (version {current_version(db)})")
         return 0
     if args.command == "keys" and args.action == "create":
         token = _security.generate_token("consumer")

@@ -173,7 +173,10 @@ class TenantCoordinator:
                 from_state="allocating",
                 to_state="provisioning",
             )
-            out.send(device.device_id, self._provision_frame(session_id, lease_id, 1, origins, now))
+            out.send(
+                device.device_id,
+                self._provision_frame(session_id, lease_id, 1, origins, now + PROVISION_DEADLINE_S),
+            )
             row = store.require(self.s.db, session_id)
             return CreateOutcome(row, replay=False)
 
@@ -317,7 +320,11 @@ class TenantCoordinator:
             out.send(
                 device_id,
                 self._provision_frame(
-                    row.session_id, row.lease_id or "", epoch, row.allowed_origins, now
+                    row.session_id,
+                    row.lease_id or "",
+                    epoch,
+                    row.allowed_origins,
+                    changes["grace_deadline"],
                 ),
             )
             return
@@ -328,7 +335,11 @@ class TenantCoordinator:
             out.send(
                 device_id,
                 self._provision_frame(
-                    row.session_id, row.lease_id or "", row.lease_epoch, row.allowed_origins, now
+                    row.session_id,
+                    row.lease_id or "",
+                    row.lease_epoch,
+                    row.allowed_origins,
+                    row.provision_deadline or now + PROVISION_DEADLINE_S,
                 ),
             )
             return
@@ -789,7 +800,7 @@ class TenantCoordinator:
         )
 
     def _provision_frame(
-        self, session_id: str, lease_id: str, epoch: int, origins: list[str], now: float
+        self, session_id: str, lease_id: str, epoch: int, origins: list[str], deadline: float
     ) -> m.DeviceServerProvision:
         return m.DeviceServerProvision(
             type="provision",
@@ -797,7 +808,7 @@ class TenantCoordinator:
             session_id=uuid.UUID(session_id),
             lease_epoch=epoch,
             allowed_origins=origins,
-            deadline_at=utc(now + PROVISION_DEADLINE_S),
+            deadline_at=utc(deadline),
         )
 
     def _close_frame(self, row: SessionRow, reason: str) -> m.DeviceServerClose:

@@ -421,6 +421,10 @@ class SessionAgent:
                 settled = commands.get(self.s.db, self.session_id, command_id)
                 if held == "prepared" and (settled is None or not CommandState(settled.state).open):
                     cancel.append(uuid.UUID(command_id))
+                elif held == "started" and (settled is None or settled.state == _S.UNKNOWN):
+                    # Already unknown (a deadline or an earlier hello): say so again, or the
+                    # extension keeps the entry and reports it on every hello of this epoch.
+                    unknown.append(uuid.UUID(command_id))
             session = store.require(self.s.db, self.session_id)
             out.frames.append(
                 m.SessionServerHelloAck(
@@ -428,7 +432,7 @@ class SessionAgent:
                     session_id=hello.session_id,
                     lease_epoch=hello.lease_epoch,
                     cancel=sorted(set(cancel), key=str),
-                    unknown=unknown,
+                    unknown=sorted(set(unknown), key=str),
                     writes_blocked=session.writes_blocked_reason is not None,
                 )
             )

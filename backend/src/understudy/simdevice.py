@@ -21,6 +21,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import httpx
 import websockets
@@ -364,7 +365,9 @@ class SimulatedDevice:
                 if b.execute == "crash_after_start":
                     return
                 result = m.SessionClientResult.model_validate(
-                    self._outcome(cid, frame.command.to_wire(), lease, read=False)
+                    self._outcome(
+                        cid, frame.command.to_wire(), lease, read=False, dry_run=frame.dry_run
+                    )
                 )
                 lease.journal[cid] = "completed_unacked"
                 lease.journal_results[cid] = result
@@ -380,7 +383,13 @@ class SimulatedDevice:
                 pass
 
     def _outcome(
-        self, cid: str, command: dict[str, Any], lease: Lease, *, read: bool
+        self,
+        cid: str,
+        command: dict[str, Any],
+        lease: Lease,
+        *,
+        read: bool,
+        dry_run: bool | None = False,
     ) -> dict[str, Any]:
         frame_type = "read_result" if read else "result"
         if self.behaviour.fail_with is not None:
@@ -394,7 +403,7 @@ class SimulatedDevice:
             "type": frame_type,
             "commandId": cid,
             "outcome": "succeeded",
-            "result": fake_result(command, lease),
+            "result": fake_result(command, lease, dry_run=bool(dry_run)),
         }
 
     async def send_dialog(self, session_id: str, record: dict[str, Any]) -> None:
@@ -458,8 +467,30 @@ class SimulatedDevice:
         return [f for f in self.frames if isinstance(f, kind)]
 
 
-def fake_result(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
-    """An instant, plausible result for each catalog command."""
+# The fake page: a login form. Its refs stay stable across snapshots (generation 1).
+FAKE_NODES: list[dict[str, Any]] = [
+    {"role": "RootWebArea", "name": "Example", "depth": 0},
+    {"ref": "g1e1", "role": "button", "name": "Sign in", "depth": 1},
+    {"ref": "g1e2", "role": "textbox", "name": "Username", "depth": 1},
+    {"ref": "g1e3", "role": "textbox", "name": "Password", "depth": 1},
+]
+
+
+def fake_preview(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
+    """What a dry run of `command` resolves to, as the extension's `WritePreview` says it."""
+    if "url" in command:
+        parts = urlsplit(command["url"])
+        origin = f"{parts.scheme}://{parts.netloc}"
+        allowed = not lease.allowed_origins or origin in lease.allowed_origins
+        return {"navigatesTo": command["url"], "allowed": allowed}
+    node = next((n for n in FAKE_NODES if n.get("ref") == command.get("ref")), None)
+    if node is None:
+        return {"allowed": True}
+    return {"targetRole": node["role"], "targetName": node["name"], "allowed": True}
+
+
+def fake_result(command: dict[str, Any], lease: Lease, *, dry_run: bool = False) -> dict[str, Any]:
+    """An instant, plausible result for each catalog command (a dry run carries a preview)."""
     name = command["name"]
     tab = {"tabId": lease.tab_id, "url": "https://example.com/", "title": "Example", "active": True}
     if name == "hello":
@@ -473,10 +504,7 @@ def fake_result(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
             "title": "Example",
             "generation": 1,
             "truncated": False,
-            "nodes": [
-                {"role": "RootWebArea", "name": "Example", "depth": 0},
-                {"ref": "g1e1", "role": "button", "name": "Sign in", "depth": 1},
-            ],
+            "nodes": [dict(node) for node in FAKE_NODES],
         }
     if name == "screenshot":
         return {
@@ -488,4 +516,7 @@ def fake_result(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
         }
     if name == "wait_for":
         return {"name": name, "matched": True, "elapsedMs": 1}
-    return {"name": name, "url": tab["url"], "title": "Example", "generation": 1}
+    result = {"name": name, "url": tab["url"], "title": "Example", "generation": 1}
+    if dry_run:
+        result["preview"] = fake_preview(command, lease)
+    return result

@@ -6,12 +6,19 @@ so a second implementation can be added behind the same functions.
 
 from understudy._store import commands, credentials, dialogs, quotas, sessions, tickets, vault
 from understudy._store._db import Database
-from understudy._store._migrations import LATEST, SchemaTooNewError, current_version, migrate
+from understudy._store._migrations import (
+    LATEST,
+    SchemaTooNewError,
+    check_supported,
+    current_version,
+    migrate,
+)
 
 __all__ = [
     "LATEST",
     "Database",
     "SchemaTooNewError",
+    "check_supported",
     "commands",
     "credentials",
     "current_version",

@@ -154,14 +154,24 @@ def current_version(db: Database) -> int:
     return int(row["v"]) if row is not None and row["v"] is not None else 0
 
 
-def migrate(db: Database, now: float) -> list[int]:
-    """Apply every pending migration; returns the versions applied."""
+def check_supported(db: Database) -> int:
+    """Return the schema version, refusing a database migrated by a newer binary.
+
+    Raises:
+        SchemaTooNewError: the version is newer than :data:`LATEST`.
+    """
     version = current_version(db)
     if version > LATEST:
         raise SchemaTooNewError(
             f"the database at {db.path} is at schema version {version}, but this binary knows "
             f"only up to {LATEST}; run a newer Understudy (never downgrade past a migration)"
         )
+    return version
+
+
+def migrate(db: Database, now: float) -> list[int]:
+    """Apply every pending migration; returns the versions applied."""
+    version = check_supported(db)
     applied = []
     for number, description, sql in MIGRATIONS:
         if number <= version:
