@@ -24,6 +24,13 @@ export const RECONNECT_BASE_DELAY_MS = 1_000;
  */
 export const RECONNECT_MAX_DELAY_MS = 30_000;
 
+/**
+ * How many `ticket_request` frames a runtime sends in a row, spaced by the reconnect backoff,
+ * after its session socket dropped while the device socket stayed up. A successful session hello
+ * resets the count; past it, the next device-socket reconnect brings a fresh ticket.
+ */
+export const SESSION_TICKET_MAX_REQUESTS = 6;
+
 /** Name and period of the alarm that wakes a stopped service worker to reconnect. */
 export const KEEPALIVE_ALARM_NAME = "understudy-keepalive";
 export const KEEPALIVE_ALARM_PERIOD_MINUTES = 0.5;

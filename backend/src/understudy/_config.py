@@ -31,9 +31,9 @@ from understudy._security import MIN_MASTER_KEY_BYTES
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-# The id fixed by the `key` in the extension manifest; while None, any chrome-extension:// origin
-# may open a socket (tickets still gate every connection).
-EXTENSION_ID: Final[str | None] = None
+# The id fixed by the `key` in the extension manifest: by default only its origin (or no Origin
+# header, for non-browser clients) may open a socket; tickets still gate every connection.
+EXTENSION_ID: Final[str | None] = "bpeobpapddlllpjoebimcillbkllkega"
 _EXTENSION_ORIGIN = re.compile(r"chrome-extension://[a-p]{32}")
 _DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 _QUOTA_MAX: Final = 1_000_000

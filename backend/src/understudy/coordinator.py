@@ -522,7 +522,6 @@ class TenantCoordinator:
                     outcome="attached",
                     lease_id=uuid.UUID(lease_id),
                     lease_epoch=1,
-                    allowed_origins=[],
                 ),
             )
             updated = store.require(self.s.db, row.session_id)

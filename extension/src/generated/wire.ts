@@ -813,6 +813,9 @@ export interface DeviceServerAttachResult {
   outcome: "attached" | "refused";
   leaseId?: LeaseId;
   leaseEpoch?: LeaseEpoch;
+  /**
+   * Omitted or empty for an attended session: the device's local origin policy alone applies.
+   */
   allowedOrigins?: Origin[];
   error?: ErrorInfo;
 }

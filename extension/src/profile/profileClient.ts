@@ -91,6 +91,7 @@ export class ProfileClient {
       now: this.now,
       sendDevice: (frame) => this.sendDevice(frame),
       enabled: () => this.loaded.config?.enabled === true,
+      ...(deps.random === undefined ? {} : { random: deps.random }),
     });
     this.attachRequests = new AttachRequests({
       chrome,

@@ -89,7 +89,10 @@ export class AttachRequests {
       release("tab_closed");
       return { ok: false, message: "The tab closed while attaching." };
     }
-    if (!new OriginPolicy(allowedOrigins, this.deps.localPolicy()).allowsUrl(tab.url === "" ? ABOUT_BLANK : tab.url)) {
+    // An attended session has no origin list of its own: the backend sends it empty (as the
+    // session status shows it) or leaves it out, and the device's local policy alone applies.
+    const sessionOrigins = allowedOrigins !== undefined && allowedOrigins.length > 0 ? allowedOrigins : undefined;
+    if (!new OriginPolicy(sessionOrigins, this.deps.localPolicy()).allowsUrl(tab.url === "" ? ABOUT_BLANK : tab.url)) {
       release("detached_by_user");
       return { ok: false, message: "This tab shows an origin the session does not allow; navigate it to an allowed origin, then attach again." };
     }
@@ -100,7 +103,7 @@ export class AttachRequests {
         leaseEpoch,
         tabId,
         mode: "attended",
-        ...(allowedOrigins === undefined ? {} : { allowedOrigins }),
+        ...(sessionOrigins === undefined ? {} : { allowedOrigins: sessionOrigins }),
         generation: 1,
         browserEpoch: this.deps.browserEpoch(),
       });

@@ -3,7 +3,7 @@
  * a test builds a runtime with fakes.
  */
 import type { ChromeFacade } from "../chrome/facade";
-import type { Capability, LocalOriginPolicy } from "../generated/wire";
+import type { Capability, DeviceClientFrame, LocalOriginPolicy } from "../generated/wire";
 import type { Logger } from "../log";
 import type { SocketFactory } from "../net/socket";
 import type { HealthCounters } from "../profile/health";
@@ -26,4 +26,8 @@ export interface RuntimeDeps {
   isCurrent(runtime: object): boolean;
   newId(): string;
   now(): number;
+  /** Sends a frame on the device socket; false when it is not open. */
+  sendDevice(frame: DeviceClientFrame): boolean;
+  /** Uniform random in [0, 1) for retry jitter; Math.random when absent. */
+  readonly random?: () => number;
 }

@@ -9,7 +9,6 @@ import { canonicalOrigin, localPolicyAdmits } from "../config/origins";
 import { DEVICE_TAB_CAPACITY } from "../constants";
 import type {
   DeviceClientCloseAck,
-  DeviceClientFrame,
   DeviceClientHello,
   DeviceClientLeaseReleased,
   DeviceClientProvisionAck,
@@ -22,8 +21,6 @@ import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
 
 export interface ManagerDeps extends RuntimeDeps {
-  /** Sends a frame on the device socket; false when it is not open. */
-  sendDevice(frame: DeviceClientFrame): boolean;
   /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
   enabled(): boolean;
 }

@@ -9,7 +9,7 @@ import type { AuthorityCheck } from "../cdp/cdpSession";
 import { initialGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
-import { SESSION_PROTOCOL_VERSION } from "../constants";
+import { SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type {
   DeviceServerSessionTicket,
@@ -21,6 +21,7 @@ import type {
 } from "../generated/wire";
 import { FrameSocket } from "../net/socket";
 import { socketUrlMatchesService, withTicket } from "../net/urls";
+import { reconnectDelayMs } from "../profile/backoff";
 import { decodeSessionServerFrame } from "../protocol/decode";
 import { CommandQueue } from "./commandQueue";
 import { DialogOutbox } from "./dialogOutbox";
@@ -33,6 +34,12 @@ const MAX_TAB_URL = 8192;
 const MAX_TAB_TITLE = 4096;
 const MAX_DIALOG_TEXT = 4096;
 const DEFAULT_DEADLINE_MS = 20_000;
+/**
+ * The backend closes a session socket with this code when the session's authority moved (a new
+ * lease epoch, closing, terminal); it sends a provision or close frame itself, so asking for a
+ * fresh ticket would only be refused. Mirrors CLOSE_NOT_AUTHORITATIVE in the backend.
+ */
+const CLOSE_NOT_AUTHORITATIVE = 4403;
 
 /** What the panel shows about one runtime: ids and state, never URLs or titles. */
 export interface RuntimeView {
@@ -57,6 +64,9 @@ export class SessionRuntime {
   private socket: FrameSocket<SessionClientFrame> | undefined;
   private helloAcked = false;
   private closed = false;
+  /** Pending `ticket_request` after the session socket dropped, and how many were sent in a row. */
+  private ticketRetry: ReturnType<typeof setTimeout> | undefined;
+  private ticketRequests = 0;
   writesBlocked = false;
 
   private constructor(
@@ -214,6 +224,7 @@ export class SessionRuntime {
       this.deps.log.warn("session_ticket_refused", { reason: this.closed ? "closed" : "socket_url_not_on_service_origin" });
       return;
     }
+    this.cancelTicketRetry();
     this.socket?.close(1000, "replaced");
     this.helloAcked = false;
     const socket: FrameSocket<SessionClientFrame> = new FrameSocket(this.deps.socketFactory(withTicket(ticket.socketUrl, ticket.ticket)), {
@@ -230,9 +241,31 @@ export class SessionRuntime {
         this.socket = undefined;
         this.helloAcked = false;
         this.deps.log.info("session_socket_closed", { code });
+        if (code !== CLOSE_NOT_AUTHORITATIVE) this.scheduleTicketRequest();
       },
     });
     this.socket = socket;
+  }
+
+  /**
+   * Only the session socket dropped: ask for a fresh single-use ticket on the device socket, after
+   * a backoff with jitter, a bounded number of times in a row. When the device socket is down too,
+   * nothing is sent: its reconnect and `hello` make the backend send a ticket for every live lease.
+   */
+  private scheduleTicketRequest(): void {
+    if (this.closed || this.ticketRetry !== undefined || this.ticketRequests >= SESSION_TICKET_MAX_REQUESTS) return;
+    const delay = reconnectDelayMs(this.ticketRequests, this.deps.random === undefined ? {} : { random: this.deps.random });
+    this.ticketRetry = setTimeout(() => {
+      this.ticketRetry = undefined;
+      if (this.closed || this.socket !== undefined || !this.deps.isCurrent(this)) return;
+      const sent = this.deps.sendDevice({ type: "ticket_request", sessionId: this.sessionId, leaseId: this.leaseId, leaseEpoch: this.leaseEpoch });
+      if (sent) this.ticketRequests += 1;
+    }, delay);
+  }
+
+  private cancelTicketRetry(): void {
+    if (this.ticketRetry !== undefined) clearTimeout(this.ticketRetry);
+    this.ticketRetry = undefined;
   }
 
   /** Sends a frame on the session socket; false when it is not open. */
@@ -308,6 +341,7 @@ export class SessionRuntime {
     await this.writes.applyVerdict(frame.cancel, frame.unknown);
     this.writesBlocked = frame.writesBlocked;
     this.helloAcked = true;
+    this.ticketRequests = 0;
     this.writes.replayCompleted();
     for (const dialog of this.outbox.pending()) this.send({ type: "dialog", dialog });
   }
@@ -356,6 +390,7 @@ export class SessionRuntime {
   async close(closeTab: boolean): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.cancelTicketRetry();
     this.socket?.close(1000, "lease released");
     this.socket = undefined;
     await this.tab.detach();

@@ -61,6 +61,27 @@ describe("PanelService", () => {
     expect(device.framesOf("lease_released")).toEqual([expect.objectContaining({ leaseId: ATTENDED.leaseId, reason: "detached_by_user" })]);
   });
 
+  it("attaches a tab when the backend sends an attended session's empty origin list, leaving the local policy in force", async () => {
+    const h = makeHarness();
+    enroll(h.store, { mode: "allowlist", origins: ["https://example.com"] });
+    const device = await connectDevice(h);
+    const panel = new PanelService(h.chrome, h.profile);
+    const tab = h.chrome.openTab("https://example.com/account", { title: "Account", active: true });
+    const pending = panel.handle({ type: "attach_tab", sessionId: ATTENDED.sessionId, tabId: tab.id });
+    await settle();
+    const request = device.framesOf("attach_request")[0];
+    // What the backend sends for an attended session (its status shows `allowedOrigins: []` too).
+    device.receive({ type: "attach_result", requestId: request?.requestId, sessionId: ATTENDED.sessionId, outcome: "attached", leaseId: ATTENDED.leaseId, leaseEpoch: 1, allowedOrigins: [] });
+    const response = await pending;
+    await settle();
+    expect(response).toMatchObject({ ok: true });
+    expect(h.chrome.attached.has(tab.id)).toBe(true);
+    expect(device.framesOf("lease_released")).toEqual([]);
+    const policy = h.profile.manager.bySessionId(ATTENDED.sessionId)?.policy();
+    expect(policy?.allowsUrl("https://example.com/settings")).toBe(true);
+    expect(policy?.allowsUrl("https://mail.example.net/inbox")).toBe(false);
+  });
+
   it("reports status without the credential, URLs or titles", async () => {
     const h = makeHarness();
     enroll(h.store);

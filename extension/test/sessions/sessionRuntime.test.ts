@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { journalKey } from "../../src/sessions/writeJournal";
 import type { FakeSocket } from "../fakes/fakeSocket";
@@ -258,5 +258,82 @@ describe("SessionRuntime secrets and tabs", () => {
     const pressed = h.chrome.callsOf("Input.dispatchMouseEvent").find((c) => c.params.type === "mousePressed");
     expect(pressed?.params).toMatchObject({ x: 60, y: 40, button: "left", clickCount: 1 });
     expect(h.chrome.callsOf("DOM.getBoxModel")[0]?.params).toEqual({ backendNodeId: BUTTON_NODE });
+  });
+});
+
+describe("SessionRuntime session socket recovery", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  async function readyWithFakeClock(): Promise<{ h: ReturnType<typeof makeHarness>; device: FakeSocket; session: FakeSocket }> {
+    vi.useFakeTimers({ toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval"] });
+    const h = makeHarness({ random: () => 0 });
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const { session } = await provision(h, device, LEASE_A);
+    return { h, device, session };
+  }
+
+  it("asks for a fresh session ticket on the device socket when only the session socket dropped", async () => {
+    const { h, device, session } = await readyWithFakeClock();
+    session.drop(1006);
+    await settle();
+    expect(device.framesOf("ticket_request")).toEqual([]); // not before the backoff
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(device.framesOf("ticket_request")).toEqual([{ type: "ticket_request", sessionId: LEASE_A.sessionId, leaseId: LEASE_A.leaseId, leaseEpoch: 1 }]);
+    // The backend answers with a session_ticket: the runtime opens a new session socket with it.
+    const reopened = await openSession(h, device, LEASE_A);
+    expect(reopened).not.toBe(session);
+    expect(reopened.framesOf("hello")).toEqual([expect.objectContaining({ sessionId: LEASE_A.sessionId, leaseEpoch: 1 })]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(device.framesOf("ticket_request")).toHaveLength(1);
+  });
+
+  it("backs off and stops asking after a bounded number of refused tickets", async () => {
+    const { h, device, session } = await readyWithFakeClock();
+    session.drop(1006);
+    for (let attempt = 0; attempt < 12; attempt += 1) {
+      await vi.advanceTimersByTimeAsync(31_000);
+      const ticket = { type: "session_ticket", ...LEASE_A, leaseEpoch: 1, ticket: `ust1.t${attempt}.sig`, expiresAt: FUTURE };
+      device.receive({ ...ticket, socketUrl: `ws://127.0.0.1:8787/v1/sessions/${LEASE_A.sessionId}/socket` });
+      await settle();
+      h.sockets.at(-1)?.drop(4401); // the backend refused the ticket
+      await settle();
+    }
+    expect(device.framesOf("ticket_request")).toHaveLength(6);
+  });
+
+  it("does not ask for a ticket when the backend said the session's authority moved", async () => {
+    const { device, session } = await readyWithFakeClock();
+    session.drop(4403);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(device.framesOf("ticket_request")).toEqual([]);
+  });
+
+  it("does not ask for a ticket for a lease it closed", async () => {
+    const { device, session } = await readyWithFakeClock();
+    session.drop(1006);
+    device.receive({ type: "close", ...LEASE_A, leaseEpoch: 1, reason: "deleted" });
+    await settle();
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(device.framesOf("close_ack")).toHaveLength(1);
+    expect(device.framesOf("ticket_request")).toEqual([]);
+  });
+
+  it("leaves the ticket to the device socket's reconnect when that socket is down too", async () => {
+    const { h, device, session } = await readyWithFakeClock();
+    device.drop(1006);
+    session.drop(1006);
+    await vi.advanceTimersByTimeAsync(1_000);
+    await settle();
+    const second = h.sockets.at(-1);
+    expect(second?.url).toContain("/v1/device/socket");
+    second?.open();
+    second?.receive({ type: "welcome", deviceId: "laptop-1", protocolVersion: 2, connectionEpoch: 2, heartbeatIntervalMs: 22000, serverTime: "2026-11-30T09:00:00Z" });
+    await vi.advanceTimersByTimeAsync(60_000);
+    // The reconnected device's hello lists the lease, and the backend answers it with a ticket.
+    expect(second?.framesOf("hello")[0]).toMatchObject({ leases: [{ leaseId: LEASE_A.leaseId }] });
+    expect(h.sockets.flatMap((s) => s.framesOf("ticket_request"))).toEqual([]);
   });
 });

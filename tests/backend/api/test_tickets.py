@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from tests.backend.conftest import Backend
 
 REFUSED = {"http 403", "close 4401"}
-EXTENSION_ORIGIN = "chrome-extension://abcdefghijklmnopabcdefghijklmnop"
+EXTENSION_ORIGIN = "chrome-extension://bpeobpapddlllpjoebimcillbkllkega"
 
 
 async def attempt(url: str, hello: str | None = None, origin: str | None = None) -> str:

@@ -233,10 +233,11 @@ def test_missing_config_file_is_reported() -> None:
         load_settings({"UNDERSTUDY_CONFIG": "/nonexistent/understudy.toml"})
 
 
-def test_socket_origins_default_to_any_extension_or_no_origin() -> None:
+def test_socket_origins_default_to_our_extension_or_no_origin() -> None:
     settings = load_settings({})
     assert settings.socket_origin_allowed(None)
-    assert settings.socket_origin_allowed("chrome-extension://abcdefghijklmnopabcdefghijklmnop")
+    assert settings.socket_origin_allowed("chrome-extension://bpeobpapddlllpjoebimcillbkllkega")
+    assert not settings.socket_origin_allowed("chrome-extension://abcdefghijklmnopabcdefghijklmnop")
     assert not settings.socket_origin_allowed("https://evil.example")
 
 

@@ -1051,6 +1051,9 @@ class DeviceServerAttachResult(WireModel):
     allowed_origins: Annotated[list[Origin] | None, Field(alias="allowedOrigins")] = (
         None
     )
+    """
+    Omitted or empty for an attended session: the device's local origin policy alone applies.
+    """
     error: ErrorInfo | None = None
 
 
