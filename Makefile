@@ -77,8 +77,15 @@ test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-
 	$(MAKE) test-py
 	$(MAKE) test-ext
 
-run: bootstrap ## Run the main job on the embedded default (serves until Ctrl-C)
+run: bootstrap ## The main job: backend on SQLite + Chromium with the extension + a governed workflow (ARGS=--serve keeps it up)
+	$(PY) -m demo $(ARGS)
+
+serve: bootstrap ## Only the backend on the embedded default, until Ctrl-C
 	$(VENV)/bin/understudy serve
+
+.PHONY: bench
+bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 for the ~1-2 min slice
+	$(PY) -m bench $(if $(QUICK),--quick)
 
 clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)
 	rm -rf extension/dist $(EXTENSION_ZIP) .mypy_cache .ruff_cache .pytest_cache

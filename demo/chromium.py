@@ -15,9 +15,9 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from demo.cdp import DevTools
+from demo.cdp import CdpError, DevTools, evaluate
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,10 +26,10 @@ CHROMIUM = Path("/usr/lib/chromium/chromium")
 LAUNCH_TIMEOUT_S = 20
 
 
-def flags(profile: Path, extension: Path) -> list[str]:
-    """A plain headless Chromium with only our unpacked extension, and nothing that phones home."""
+def flags(profile: Path, extension: Path, *, headless: bool = True) -> list[str]:
+    """A plain Chromium with only our unpacked extension, and nothing that phones home."""
     return [
-        "--headless=new",
+        *(["--headless=new"] if headless else []),
         "--no-sandbox",
         "--disable-gpu",
         "--no-first-run",
@@ -93,14 +93,14 @@ class Chromium:
 
 
 def _spawn(
-    profile: Path, extension: Path, urls: Sequence[str], extra: Sequence[str]
+    profile: Path, extension: Path, urls: Sequence[str], extra: Sequence[str], headless: bool
 ) -> tuple[subprocess.Popen[bytes], Path]:
     profile.mkdir(parents=True, exist_ok=True)
     (profile / "DevToolsActivePort").unlink(missing_ok=True)  # a killed browser leaves one
     log = profile.parent / f"{profile.name}-chromium-{time.monotonic_ns()}.log"
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            [str(CHROMIUM), *flags(profile, extension), *extra, *urls],
+            [str(CHROMIUM), *flags(profile, extension, headless=headless), *extra, *urls],
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -116,7 +116,12 @@ def _devtools_port(profile: Path) -> int | None:
 
 
 async def launch(
-    profile: Path, extension: Path, urls: Sequence[str] = (), extra: Sequence[str] = ()
+    profile: Path,
+    extension: Path,
+    urls: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    *,
+    headless: bool = True,
 ) -> Chromium:
     """Start Chromium and wait until its DevTools endpoint answers.
 
@@ -125,8 +130,9 @@ async def launch(
         extension: The unpacked extension (extension/dist).
         urls: Tabs to open at start-up.
         extra: More command-line flags.
+        headless: New headless mode (the default); False needs a display.
     """
-    process, log = _spawn(profile, extension, urls, extra)
+    process, log = _spawn(profile, extension, urls, extra, headless)
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
     while (port := _devtools_port(profile)) is None:
         if process.poll() is not None:
@@ -137,3 +143,41 @@ async def launch(
             raise RuntimeError(f"Chromium did not open DevTools in {LAUNCH_TIMEOUT_S} s; see {log}")
         await asyncio.sleep(0.05)
     return Chromium(profile, process, DevTools(port), log)
+
+
+async def extension_eval(
+    browser: Chromium, extension_origin: str, expression: str, timeout_s: float = 15
+) -> Any:
+    """Evaluate in the extension's service worker (connecting, calling, disconnecting).
+
+    Right after start-up Chromium may list the worker before its `chrome` global exists
+    ("chrome is not defined"), so the first evaluations are retried.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        workers = [
+            t
+            for t in await browser.devtools.targets()
+            if t.type == "service_worker" and t.url.startswith(extension_origin)
+        ]
+        try:
+            if workers:
+                return await evaluate(workers[0].ws_url, expression)
+        except (CdpError, OSError) as exc:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the service worker did not evaluate: {exc}") from exc
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the extension's service worker is not running after {timeout_s} s")
+        await asyncio.sleep(0.2)
+
+
+async def enroll(
+    browser: Chromium, extension_origin: str, record: dict[str, Any], timeout_s: float = 15
+) -> None:
+    """Store the enrollment the way the options page does (chrome.storage.local, one record)."""
+    await extension_eval(
+        browser,
+        extension_origin,
+        f"chrome.storage.local.set({{enrollment: {json.dumps(record)}}}).then(() => true)",
+        timeout_s,
+    )
