@@ -20,10 +20,12 @@ import subprocess
 import threading
 import time
 import uuid
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
@@ -38,7 +40,7 @@ from understudy._store import credentials
 from understudy.app import create_app
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Iterator
+    from collections.abc import Awaitable, Iterator
 
     from demo.chromium import Chromium
     from understudy._config import Settings
@@ -181,13 +183,17 @@ class Backend:
         )
 
 
-async def start_backend(tmp_path: Path) -> Backend:
-    """The real app on the wall clock, admitting socket upgrades from the extension's origin."""
+async def start_backend(tmp_path: Path, extra_env: dict[str, str] | None = None) -> Backend:
+    """The real app on the wall clock, admitting socket upgrades from the extension's origin.
+
+    `extra_env` adds settings (for instance `UNDERSTUDY_TELEMETRY_PATH`, a JSON-lines sink).
+    """
     port = _free_port()
     env = {
         "UNDERSTUDY_DATA_DIR": str(tmp_path / "data"),
         "UNDERSTUDY_PORT": str(port),
         "UNATTENDED_ENABLED_TENANTS": f'["{TENANT}"]',
+        **(extra_env or {}),
     }
     settings = replace(load_settings(env), allowed_socket_origins=frozenset({EXTENSION_ORIGIN}))
     services = build_services(settings, SystemClock())
@@ -217,29 +223,106 @@ async def stop_backend(backend: Backend) -> None:
 # -- the local site --------------------------------------------------------------------------------
 
 
-class Site:
-    """Pages a person has open, served on 127.0.0.1; every request path is recorded."""
+@dataclass
+class Hit:
+    """One request as a local site received it."""
 
-    def __init__(self) -> None:
+    method: str
+    path: str  # the request target: path and query
+    headers: dict[str, str]
+    body: bytes
+    started: float  # time.monotonic() when the request arrived
+    finished: float | None = None  # when the answer was written
+
+    @property
+    def route(self) -> str:
+        return urlsplit(self.path).path
+
+    @property
+    def form(self) -> dict[str, str]:
+        """The body of a form POST, decoded."""
+        return dict(parse_qsl(self.body.decode()))
+
+    @property
+    def query(self) -> dict[str, str]:
+        return dict(parse_qsl(urlsplit(self.path).query))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a route answers."""
+
+    body: str = ""
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # the server holds the answer this long (a slow page)
+
+
+Route = Callable[[Hit], Reply]
+
+
+class Site:
+    """Pages served on 127.0.0.1 (its own origin: a port of its own); every request is recorded.
+
+    `routes` maps a path (without query) to a handler; any other GET gets a plain page titled
+    after its path, which is what a person's tab shows.
+    """
+
+    def __init__(self, routes: dict[str, Route] | None = None) -> None:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
             server_version = "e2e-site"
 
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                hit = Hit(
+                    self.command,
+                    self.path,
+                    {k.lower(): v for k, v in self.headers.items()},
+                    self.rfile.read(length) if length else b"",
+                    time.monotonic(),
+                )
+                with site.lock:
+                    site.hits.append(hit)
+                    site.paths.append(self.path)
+                route = site.routes.get(hit.route)
+                if route is not None:
+                    reply = route(hit)
+                elif self.command == "GET":
+                    reply = Reply(
+                        f"<!doctype html><title>{self.path}</title>"
+                        f"<h1>A person's page {self.path}</h1>"
+                    )
+                else:
+                    reply = Reply("no such form", status=404)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                body = reply.body.encode()
+                try:
+                    self.send_response(reply.status)
+                    headers = {"Content-Type": "text/html; charset=utf-8", **reply.headers}
+                    for name, value in headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the browser went away meanwhile (killed, or the tab closed)
+                hit.finished = time.monotonic()
+
             def do_GET(self) -> None:
-                site.paths.append(self.path)
-                body = (
-                    f"<!doctype html><title>{self.path}</title><h1>A person's page {self.path}</h1>"
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                self._serve()
+
+            def do_POST(self) -> None:
+                self._serve()
 
             def log_message(self, format: str, *args: Any) -> None:
                 del format, args  # quiet
 
+        self.routes: dict[str, Route] = dict(routes or {})
+        self.lock = threading.Lock()
+        self.hits: list[Hit] = []
         self.paths: list[str] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
@@ -249,6 +332,13 @@ class Site:
 
     def url(self, path: str) -> str:
         return f"{self.origin}{path}"
+
+    def hits_on(self, route: str, method: str | None = None) -> list[Hit]:
+        """The requests for one path (query ignored), oldest first."""
+        with self.lock:
+            return [
+                h for h in self.hits if h.route == route and (method is None or h.method == method)
+            ]
 
     def close(self) -> None:
         self.server.shutdown()

@@ -232,6 +232,13 @@ async def test_the_device_credential_never_appears_in_a_url(env: Env) -> None:
     )
     assert created.status_code == 201, created.text
     session_id = created.json()["sessionId"]
+    agent = env.backend.services.session_agent(session_id)
+
+    async def said_hello() -> bool:
+        return agent.available
+
+    # 201 answers once the tab is provisioned; the session socket follows a moment later.
+    await eventually(said_hello, what="the session socket's hello")
     assert (await env.http.delete(f"/v1/sessions/{session_id}")).status_code in (200, 202)
     await wait_status(env.http, session_id, 410)
 

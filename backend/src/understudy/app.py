@@ -7,6 +7,7 @@ authenticate, and hand the work to the actors. Every error is problem+json.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from understudy._store import dialogs as dialog_store
 from understudy._store import sessions as session_store
 from understudy._store._migrations import current_version
 from understudy._views import at, is_terminal, session_view, tombstone_view
+from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -131,9 +133,27 @@ async def _body(request: Request[Any, Any, Any]) -> bytes:
     return body
 
 
+def _integral(text: str) -> float | int:
+    # JSON Schema counts 3.0 as an integer; pydantic's strict mode would refuse it.
+    number = float(text)
+    return int(number) if number.is_integer() else number
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
 def _parse(model: type[Any], body: bytes) -> Any:
     try:
-        return model.model_validate_json(body)
+        text = body.decode("utf-8")  # RFC 8259: JSON between systems is UTF-8
+        data = json.loads(text, parse_float=_integral, parse_constant=_no_constant)
+    except ValueError:
+        raise invalid_request(
+            "/: the body is not valid JSON", [{"path": "/", "message": "invalid JSON"}]
+        ) from None
+    try:
+        # Strict: JSON Schema has no coercion, so `false` or "3" is no integer and 1 no string.
+        return model.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         errors = [
             {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
@@ -141,6 +161,16 @@ def _parse(model: type[Any], body: bytes) -> Any:
         ]
         first = errors[0] if errors else {"path": "/", "message": "invalid"}
         raise invalid_request(f"{first['path']}: {first['message']}", errors) from None
+
+
+def _unique_modifiers(command: Any) -> None:
+    # The spec marks `press_key.modifiers` uniqueItems, which the generated model does not check.
+    modifiers = getattr(command, "modifiers", None)
+    if modifiers and len(set(modifiers)) != len(modifiers):
+        raise invalid_request(
+            "/command/modifiers: list each modifier once",
+            [{"path": "/command/modifiers", "message": "items must be unique"}],
+        )
 
 
 def _session_id(value: str) -> str:
@@ -184,8 +214,13 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
             "unattended sessions are not enabled for your tenant; ask the operator "
             "to add it to UNATTENDED_ENABLED_TENANTS",
         )
+    deadline = services.clock.now() + CREATE_WAIT_S
     outcome = await coordinator.create_unattended(who.actor, req, origins, key)
     row = await coordinator.wait_connected(outcome.session.session_id)
+    if row.status == "connected" and not outcome.replay:
+        # Connected means the tab exists; wait (within the same 5 s) for its session socket too,
+        # so the caller's first command does not meet 503 session_unavailable.
+        await services.session_agent(row.session_id).wait_available(deadline)
     location = f"/v1/sessions/{row.session_id}"
     if is_terminal(row):
         raise ProblemError(
@@ -308,6 +343,7 @@ async def submit_command(
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
     req: m.CommandRequest = _parse(m.CommandRequest, body)
+    _unique_modifiers(req.command)
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
     row = await agent.wait_outcome(row.command_id)

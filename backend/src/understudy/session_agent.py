@@ -76,10 +76,17 @@ class SessionAgent:
         self._events: dict[str, asyncio.Event] = {}
         self._timer: asyncio.Task[None] | None = None
         self._timer_due: float | None = None
+        self._ready = asyncio.Event()  # set while an authoritative socket has said hello
 
     @property
     def available(self) -> bool:
         return self._conn is not None and self.hello is not None
+
+    async def wait_available(self, until: float) -> bool:
+        """Wait (on the injected clock) until the session socket has said hello, or `until`."""
+        if not self.available and self.s.clock.now() < until:
+            await wait_until(self._ready, self.s.clock, until)
+        return self.available
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -345,6 +352,7 @@ class SessionAgent:
             self._serial += 1
             self._epochs = (claims.browser_epoch, claims.lease_epoch or 0)
             self.hello = None
+            self._ready.clear()
             serial = self._serial
         if old is not None:
             with contextlib.suppress(Exception):
@@ -439,6 +447,7 @@ class SessionAgent:
 
         self.hello = hello
         await self._turn(body)
+        self._ready.set()
 
     def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
         row = commands.get(self.s.db, self.session_id, str(frame.command_id))
@@ -472,9 +481,11 @@ class SessionAgent:
         ).command
         secret: str | None = None
         if row.name == "fill_secret":
-            secret = vault.reveal(
-                self.s.db, self.s.keys, row.tenant, command.secret_ref.removeprefix("vault:")
-            )
+            name = command.secret_ref.removeprefix("vault:")
+            if row.dry_run:  # a dry run checks the secret exists, never decrypts it
+                secret = "" if vault.exists(self.s.db, row.tenant, name) else None
+            else:
+                secret = vault.reveal(self.s.db, self.s.keys, row.tenant, name)
             if secret is None:
                 self._finish(
                     out,
@@ -512,7 +523,7 @@ class SessionAgent:
                 command=command,
                 dry_run=row.dry_run,
                 deadline_at=utc(row.deadline),
-                secret_value=secret,
+                secret_value=secret if not row.dry_run else None,
             )
         )
 
@@ -613,12 +624,14 @@ class SessionAgent:
 
     def _unknown(self, out: _Outbox, row: CommandRow, now: float) -> None:
         self._end(out, row, _S.UNKNOWN, now)
-        store.update(
-            self.s.db,
-            self.session_id,
-            writes_blocked_reason="unknown_outcome",
-            writes_blocked_command=row.command_id,
-        )
+        session = store.require(self.s.db, self.session_id)
+        if session.writes_blocked_reason is None:  # the first reason stays the one reported
+            store.update(
+                self.s.db,
+                self.session_id,
+                writes_blocked_reason="unknown_outcome",
+                writes_blocked_command=row.command_id,
+            )
 
     def epoch_lost(self, now: float) -> None:
         """Inside a coordinator turn: the browser epoch changed, so every open command ends."""
@@ -635,34 +648,24 @@ class SessionAgent:
 
     def _expire_due(self, out: _Outbox, now: float) -> None:
         for row in commands.open_commands(self.s.db, self.session_id):
-            if row.state == _S.PREPARING and row.ready_deadline is not None:
-                if now >= row.ready_deadline:
-                    self._end(out, row, _S.NOT_STARTED, now)
-                    out.frames.append(
-                        m.SessionServerCancel(
-                            type="cancel",
-                            command_id=uuid.UUID(row.command_id),
-                            reason="ready_deadline",
-                        )
-                    )
-            elif now >= row.deadline:
-                if row.state == _S.PENDING:
-                    self._end(out, row, _S.TIMED_OUT, now)
-                    out.frames.append(
-                        m.SessionServerCancel(
-                            type="cancel", command_id=uuid.UUID(row.command_id), reason="deadline"
-                        )
-                    )
-                else:
-                    self._unknown(out, row, now)
+            if now < _due(row):
+                continue
+            if row.state == _S.GRANTED:
+                self._unknown(out, row, now)  # it may have run: never guess
+                continue
+            preparing = row.state == _S.PREPARING
+            self._end(out, row, _S.NOT_STARTED if preparing else _S.TIMED_OUT, now)
+            out.frames.append(
+                m.SessionServerCancel(
+                    type="cancel",
+                    command_id=uuid.UUID(row.command_id),
+                    reason="ready_deadline" if preparing else "deadline",
+                )
+            )
 
     def arm(self) -> None:
         due = min(
-            (
-                r.ready_deadline if r.state == _S.PREPARING and r.ready_deadline else r.deadline
-                for r in commands.open_commands(self.s.db, self.session_id)
-            ),
-            default=None,
+            (_due(r) for r in commands.open_commands(self.s.db, self.session_id)), default=None
         )
         if due == self._timer_due and self._timer is not None and not self._timer.done():
             return
@@ -704,6 +707,7 @@ class SessionAgent:
                 return
             conn, self._conn = self._conn, None
             self.hello = None
+            self._ready.clear()
         # Reads in flight are lost with the socket; ungranted writes can no longer be granted.
         await self._turn(self._socket_lost)
         if close is not None:
@@ -724,3 +728,10 @@ class SessionAgent:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(CLOSE_SHUTDOWN, "server shutting down")
+
+
+def _due(row: CommandRow) -> float:
+    """When an open command's current deadline passes: the ready deadline while preparing."""
+    if row.state == _S.PREPARING and row.ready_deadline is not None:
+        return row.ready_deadline
+    return row.deadline

@@ -194,6 +194,13 @@ class SimulatedDevice:
                                     lease_epoch=frame.lease_epoch,
                                 )
                             )
+                    except websockets.ConnectionClosed as exc:
+                        # The backend closed the new session socket at once (the session left
+                        # `connected` meanwhile, e.g. deleted right after creation). Caught here:
+                        # escaping, it would end this device socket's reader, which suppresses
+                        # the same exception class for its own socket, and the close frame that
+                        # follows would never be read.
+                        self.session_errors.append(repr(exc))
             case (
                 m.DeviceServerAttachResult() | m.DeviceServerHeartbeatAck() | m.DeviceServerError()
             ):

@@ -38,6 +38,8 @@ export class AttachRequests {
       return;
     }
     this.pending.delete(frame.requestId);
+    // Synchronously, before the next frame (the session ticket) is handled.
+    if (frame.outcome === "attached" && frame.leaseId !== undefined) this.deps.manager.expectAttach(frame.leaseId);
     resolve(frame);
   }
 
@@ -75,9 +77,14 @@ export class AttachRequests {
     const result = await answer;
     if (result === undefined) return { ok: false, message: "The service did not answer in time; retry." };
     if (result.outcome !== "attached" || result.leaseId === undefined || result.leaseEpoch === undefined) {
+      if (result.leaseId !== undefined) manager.abandonAttach(result.leaseId);
       return { ok: false, message: result.error?.message ?? "The service refused the attach request." };
     }
-    return this.complete(sessionKey, tabId, result.leaseId, result.leaseEpoch, result.allowedOrigins);
+    try {
+      return await this.complete(sessionKey, tabId, result.leaseId, result.leaseEpoch, result.allowedOrigins);
+    } finally {
+      manager.abandonAttach(result.leaseId);
+    }
   }
 
   private async complete(sessionId: string, tabId: number, leaseId: string, leaseEpoch: number, allowedOrigins: string[] | undefined): Promise<AttachOutcome> {

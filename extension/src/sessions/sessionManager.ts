@@ -33,6 +33,12 @@ export class SessionManager {
   private readonly byTab = new Map<number, SessionRuntime>();
   /** Slots reserved by provisions and attaches that are still opening their tab. */
   private reserved = 0;
+  /**
+   * Leases of attended attaches the backend granted that are not indexed yet, each with the
+   * session ticket that arrived meanwhile: the backend sends `session_ticket` right behind
+   * `attach_result`, while the extension is still attaching CDP.
+   */
+  private readonly attaching = new Map<string, DeviceServerSessionTicket | undefined>();
 
   constructor(private readonly deps: ManagerDeps) {
     const { chrome } = deps;
@@ -169,6 +175,10 @@ export class SessionManager {
   /** Hands a session-socket ticket to its runtime. */
   async sessionTicket(frame: DeviceServerSessionTicket): Promise<void> {
     const runtime = this.byLease.get(frame.leaseId);
+    if (runtime === undefined && this.attaching.has(frame.leaseId)) {
+      this.attaching.set(frame.leaseId, frame);
+      return;
+    }
     if (runtime === undefined || runtime.sessionId !== frame.sessionId) {
       this.deps.log.warn("session_ticket_for_unknown_lease");
       return;
@@ -180,12 +190,28 @@ export class SessionManager {
     runtime.connect(frame);
   }
 
+  /**
+   * The backend granted an attended attach of `leaseId`: hold its session ticket until the
+   * runtime exists. Ends with `attachTab` or `abandonAttach`.
+   */
+  expectAttach(leaseId: string): void {
+    this.attaching.set(leaseId, undefined);
+  }
+
+  /** The attach of `leaseId` did not complete; a ticket held for it is dropped unused. */
+  abandonAttach(leaseId: string): void {
+    this.attaching.delete(leaseId);
+  }
+
   /** Attaches an existing tab a person picked, after the backend accepted the attach request. */
   async attachTab(record: LeaseRecord): Promise<SessionRuntime> {
     this.reserved += 1;
     try {
       const runtime = await SessionRuntime.start(this.deps, record, false);
       this.index(runtime);
+      const early = this.attaching.get(record.leaseId);
+      this.attaching.delete(record.leaseId);
+      if (early !== undefined) await this.sessionTicket(early);
       return runtime;
     } finally {
       this.reserved -= 1;

@@ -393,14 +393,17 @@ export class SessionRuntime {
     this.cancelTicketRetry();
     this.socket?.close(1000, "lease released");
     this.socket = undefined;
-    await this.tab.detach();
     if (closeTab && this.mode === "unattended") {
+      // Closed while CDP is still attached: detaching first resumes a main-frame request the
+      // origin guard holds paused (a redirect hop, a link clicked just before the close), which
+      // would then reach an origin the session does not allow.
       try {
         await this.deps.chrome.tabs.remove(this.tabId);
       } catch {
         // Already gone.
       }
     }
+    await this.tab.detach();
     await this.journal.clear();
     await this.outbox.clear();
     await this.deps.leases.remove(this.leaseId);

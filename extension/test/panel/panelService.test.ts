@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 
 import { PanelService } from "../../src/panel/panelService";
 import type { PanelResponse } from "../../src/panel/messages";
-import { CREDENTIAL, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
+import { CREDENTIAL, FUTURE, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 
 const ATTENDED = { sessionId: "3b4c5d6e-7f80-4912-a3b4-c5d6e7f80912", leaseId: "4c5d6e7f-8091-4a23-b4c5-d6e7f8091a23" };
 
@@ -32,6 +32,54 @@ describe("PanelService", () => {
     expect(h.chrome.attached.has(tabId)).toBe(false);
     expect(h.chrome.removedTabs).toEqual([]);
     expect(h.chrome.tabsById.has(tabId)).toBe(true);
+  });
+
+  it("opens the session socket with the ticket the backend sends right behind attach_result", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const panel = new PanelService(h.chrome, h.profile);
+    const tab = h.chrome.openTab("https://example.com/account", { title: "Account", active: true });
+    const pending = panel.handle({ type: "attach_tab", sessionId: ATTENDED.sessionId, tabId: tab.id });
+    await settle();
+    const request = device.framesOf("attach_request")[0];
+    // The backend sends both frames in one turn, before the extension has attached CDP.
+    device.receive({ type: "attach_result", requestId: request?.requestId, sessionId: ATTENDED.sessionId, outcome: "attached", leaseId: ATTENDED.leaseId, leaseEpoch: 1, allowedOrigins: [] });
+    device.receive({
+      type: "session_ticket",
+      ...ATTENDED,
+      leaseEpoch: 1,
+      ticket: "ust1.attended-session.sig",
+      socketUrl: `ws://127.0.0.1:8787/v1/sessions/${ATTENDED.sessionId}/socket`,
+      expiresAt: FUTURE,
+    });
+    expect((await pending).ok).toBe(true);
+    await settle();
+    const session = h.sockets.at(-1);
+    expect(session?.url).toBe(`ws://127.0.0.1:8787/v1/sessions/${ATTENDED.sessionId}/socket?ticket=ust1.attended-session.sig`);
+    session?.open();
+    await settle();
+    const hellos = session?.framesOf("hello") ?? [];
+    expect(hellos).toHaveLength(1);
+    expect(hellos[0]).toMatchObject({ sessionId: ATTENDED.sessionId, leaseId: ATTENDED.leaseId, tab: { tabId: tab.id } });
+  });
+
+  it("drops a session ticket for a lease it neither holds nor is attaching", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const sockets = h.sockets.length;
+    device.receive({
+      type: "session_ticket",
+      ...ATTENDED,
+      leaseEpoch: 1,
+      ticket: "ust1.stray.sig",
+      socketUrl: `ws://127.0.0.1:8787/v1/sessions/${ATTENDED.sessionId}/socket`,
+      expiresAt: FUTURE,
+    });
+    await settle();
+    expect(h.sockets.length).toBe(sockets);
+    expect(h.logs.some((line) => line.includes("session_ticket_for_unknown_lease"))).toBe(true);
   });
 
   it("lets a person detach an attended session, leaving the tab open", async () => {

@@ -214,6 +214,28 @@ describe("ProfileClient leases", () => {
     expect(h.chrome.attached.has(tabId)).toBe(false);
   });
 
+  it("closes an unattended tab before detaching CDP, so no request the origin guard holds is resumed", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const { tabId } = await provision(h, device, LEASE_A);
+    const order: string[] = [];
+    const { detach } = h.chrome.debugger;
+    const { remove } = h.chrome.tabs;
+    h.chrome.debugger.detach = (id) => {
+      order.push(`detach ${id}`);
+      return detach(id);
+    };
+    h.chrome.tabs.remove = (id) => {
+      order.push(`remove ${id}`);
+      return remove(id);
+    };
+    device.receive({ type: "close", ...LEASE_A, leaseEpoch: 1, reason: "deleted" });
+    await settle();
+    expect(order).toEqual([`remove ${tabId}`, `detach ${tabId}`]);
+    expect(device.framesOf("close_ack")).toEqual([{ type: "close_ack", leaseId: LEASE_A.leaseId, leaseEpoch: 1 }]);
+  });
+
   it("reports a lease whose tab the person closed", async () => {
     const h = makeHarness();
     enroll(h.store);

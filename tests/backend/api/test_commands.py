@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
+from tests.backend.conftest import (
+    Backend,
+    idem,
+    post_create,
+    start_backend,
+    stop_backend,
+    unattended,
+)
 from understudy._store import vault
 from understudy.generated import models as m
 from understudy.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
@@ -24,7 +31,7 @@ async def _session(
     behaviour: Behaviour | None = None,
 ) -> tuple[SimulatedDevice, str]:
     device = await backend.device(behaviour=behaviour)
-    response = await http.post("/v1/sessions", json=unattended(), headers=idem())
+    response = await post_create(backend, http, unattended())
     assert response.status_code == 201, response.text
     session_id: str = response.json()["sessionId"]
     lease = next(iter(device.leases.values()))
@@ -374,3 +381,31 @@ async def test_health_frames_become_content_free_telemetry(backend: Backend) -> 
         ("popupsClosed", 1),
     }
     assert all(e["device"] != "laptop-1" for e in health)  # a pseudonym, never the raw id
+
+
+async def test_a_dry_run_fill_secret_never_decrypts_the_secret(backend: Backend) -> None:
+    services = backend.services
+    with services.db.transaction():
+        vault.put(services.db, services.keys, "acme", "pin", "4711-secret", services.clock.now())
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        command = {"name": "fill_secret", "ref": "g1e3", "secretRef": "vault:pin"}
+        preview = await http.post(url, json=_cmd(command, dryRun=True))
+        assert preview.status_code == 200, preview.text
+        assert device.secrets_seen == []
+        missing = {**command, "secretRef": "vault:absent"}
+        refused = await http.post(url, json=_cmd(missing, dryRun=True))
+        assert refused.json()["error"]["code"] == "secret_not_found"
+
+
+async def test_the_first_command_right_after_201_finds_the_session_socket_up(
+    backend: Backend,
+) -> None:
+    await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
+        assert created.status_code == 201
+        sid = created.json()["sessionId"]
+        first = await http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "hello"}))
+        assert first.status_code == 200, first.text

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import websockets
 
-from tests.backend.conftest import idem, unattended
+from tests.backend.conftest import post_create, unattended
 from understudy.generated import models as m
 from understudy.simdevice import Behaviour, Lease, SimulatedDevice
 
@@ -88,8 +88,8 @@ def flip(text: str, index: int) -> str:
 
 
 async def create_session(backend: Backend, http: Any, n: int = 0) -> str:
-    response = await http.post(
-        "/v1/sessions", json=unattended([f"https://s{n}.example"], f"profile-{n}"), headers=idem()
+    response = await post_create(
+        backend, http, unattended([f"https://s{n}.example"], f"profile-{n}")
     )
     assert response.status_code == 201, response.text
     session_id: str = response.json()["sessionId"]

@@ -56,6 +56,11 @@ def reveal(db: Database, keys: Keys, tenant: str, name: str) -> str | None:
     return _security.open_sealed(dek, bytes(row["sealed"]), _aad(tenant, name)).decode()
 
 
+def exists(db: Database, tenant: str, name: str) -> bool:
+    row = db.one("SELECT 1 FROM vault_secrets WHERE tenant = ? AND name = ?", (tenant, name))
+    return row is not None
+
+
 def names(db: Database, tenant: str) -> list[str]:
     rows = db.query("SELECT name FROM vault_secrets WHERE tenant = ? ORDER BY name", (tenant,))
     return [r["name"] for r in rows]

@@ -1,0 +1,64 @@
+"""The figures the fault suite reports: runs, crash points, executions counted, outcomes.
+
+Each test records what it observed (never what it expected); `conftest.py` prints the totals at
+the end of the pytest run, for the issue note.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from tests.backend.faults._caller import Answer
+
+
+@dataclass
+class Figures:
+    runs: Counter[str] = field(default_factory=Counter)  # fault runs by family
+    crash_points: set[str] = field(default_factory=set)
+    commands: int = 0
+    executions: int = 0  # real side effects the simulated devices counted
+    outcomes: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)  # other counts worth reporting
+
+    def run(
+        self,
+        family: str,
+        point: str,
+        finals: Iterable[Answer],
+        executions: Mapping[str, int],
+    ) -> None:
+        """Record one fault run: its family, the point it faulted at, and what the caller got."""
+        self.runs[family] += 1
+        self.crash_points.add(f"{family}:{point}")
+        for final in finals:
+            self.commands += 1
+            self.outcomes[final.label] += 1
+        self.executions += sum(executions.values())
+
+    def note(self, what: str, count: int) -> None:
+        self.notes[what] += count
+
+    def lines(self) -> list[str]:
+        outcomes = ", ".join(f"{label}: {n}" for label, n in sorted(self.outcomes.items()))
+        points: dict[str, list[str]] = {}
+        for family_point in sorted(self.crash_points):
+            family, point = family_point.split(":", 1)
+            points.setdefault(family, []).append(point)
+        return [
+            f"runs: {sum(self.runs.values())}; fault points covered: {len(self.crash_points)}",
+            *(
+                f"  {family} ({self.runs[family]} runs): {', '.join(named)}"
+                for family, named in points.items()
+            ),
+            f"commands settled: {self.commands}; executions counted: {self.executions}",
+            f"outcomes by status: {outcomes}",
+            *(f"{what}: {n}" for what, n in sorted(self.notes.items())),
+        ]
+
+
+FIGURES = Figures()
