@@ -215,6 +215,18 @@ async def test_an_unknown_outcome_is_reported_as_such_and_never_retried(clock: F
     assert backend.calls == [CREATE, SUBMIT, DELETE]
 
 
+async def test_blocked_writes_say_that_reads_still_work(clock: FakeClock) -> None:
+    _, (result,), backend = await run(
+        clock,
+        [session(201), problem(409, "writes_blocked"), tombstone()],
+        [("click", {"ref": "g2e7"})],
+    )
+    assert result.is_error
+    assert text(result).startswith("click was not sent: writes in this browser session are blocked")
+    assert "Read tools still work" in text(result)
+    assert backend.calls == [CREATE, SUBMIT, DELETE], "refused once, never retried"
+
+
 async def test_a_failed_command_says_what_to_do_next(clock: FakeClock) -> None:
     _, (result,), _ = await run(
         clock,

@@ -33,6 +33,7 @@ from understudy_connector._exceptions import (
     UnderstudyError,
     UsageError,
     WriteRefused,
+    WritesBlocked,
 )
 from understudy_connector._snapshot import render_snapshot
 from understudy_connector.generated import models
@@ -170,6 +171,13 @@ def explain(error: UnderstudyError, command: str, policy: str) -> str:
             "effect. It was not retried and must not be repeated blindly. Next: call snapshot to "
             "see the page as it is now. Further writes in this session are blocked; to write "
             "again, the operator must restart this MCP server (a new session)."
+        )
+    if isinstance(error, WritesBlocked):
+        why = error.detail or "an earlier outcome is unknown or the browser restarted"
+        return (
+            f"{command} was not sent: writes in this browser session are blocked ({why}). "
+            "Nothing ran. Read tools still work: call snapshot to see the page. To write again, "
+            "the operator must restart this MCP server (a new session)."
         )
     if isinstance(error, WriteRefused):
         return (

@@ -63,7 +63,10 @@ def find_ref(
 
 
 def render_snapshot(snapshot: SnapshotResult) -> str:
-    """The tree as indented text, one node per line: `- role "name" [ref=g2e14]`."""
+    """The tree as indented text, one node per line: `- role 'name' [ref=g2e14]`.
+
+    The name is written as a Python string literal, so quotes and newlines in it stay unambiguous.
+    """
     lines = [f"# {snapshot.title} ({snapshot.url}) generation {snapshot.generation}"]
     for node in snapshot.nodes:
         details = [f"ref={node.ref}"] if node.ref is not None else []

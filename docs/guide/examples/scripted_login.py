@@ -35,7 +35,10 @@ def approve_write(request: WriteRequest) -> bool:
     """The consumer's approval policy: here, allow a write only when its preview is allowed."""
     preview = request.preview.preview if request.preview is not None else None
     allowed = preview is None or preview.allowed
-    target = f"{preview.target_role} {preview.target_name!r}" if preview is not None else "-"
+    if preview is not None and preview.target_role is not None:
+        target = f"{preview.target_role} {preview.target_name!r}"
+    else:
+        target = (preview.navigates_to if preview is not None else None) or "the page"
     print(f"approve {request.name} on {target}: {allowed}", file=sys.stderr)
     return allowed
 
