@@ -32,6 +32,7 @@ from understudy._lifecycle import SessionState
 from understudy._problems import ProblemError
 from understudy._store import commands, credentials, dialogs, quotas, tickets, vault
 from understudy._store import sessions as store
+from understudy.coordinator import IDLE_TTL_S
 from understudy.generated import models as m
 from understudy.generated.catalog import COMMAND_KINDS
 
@@ -60,7 +61,6 @@ _S = CommandState
 class _Outbox:
     frames: list[m.SessionServerFrame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
-    admitted: bool = False
     step: str | None = None  # the persisted write step this turn took (for crash points)
 
 
@@ -102,12 +102,7 @@ class SessionAgent:
             for command_id in out.wake:
                 self._events.setdefault(command_id, asyncio.Event()).set()
             self.arm()
-        if out.admitted:
-            await self.s.coordinator(self._tenant()).command_admitted(self.session_id)
         return result
-
-    def _tenant(self) -> str:
-        return store.require(self.s.db, self.session_id).tenant
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -207,7 +202,16 @@ class SessionAgent:
                 )
             row = commands.get(self.s.db, self.session_id, command_id)
             assert row is not None  # noqa: S101 - written above
-            out.admitted = True
+            # The admitted command moves the idle expiry in this same transaction. The tenant's
+            # timer may then fire early for the old deadline; its tick finds nothing due and
+            # re-arms, so no coordinator turn is needed per command.
+            store.update(
+                self.s.db,
+                self.session_id,
+                last_command_at=now,
+                idle_expires_at=min(session.expires_at, now + IDLE_TTL_S),
+                command_count=session.command_count + 1,
+            )
             self.s.telemetry.emit(
                 "command.admitted", tenant=tenant, session=self.session_id, command=name, kind=kind
             )

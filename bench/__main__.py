@@ -1,0 +1,159 @@
+"""Run the benchmarks, print their tables and target verdicts, write bench/results/<name>.json.
+
+python -m bench                   the full suite (about 30 minutes on a busy 2-core machine)
+python -m bench --quick           a small slice (1 and 10 sessions, 1k devices; 1-2 minutes)
+python -m bench --only overhead   one benchmark (repeatable)
+python -m bench --profile         also CPU-profile the server in the top-level phases (slower;
+                                  quote figures from runs without it)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from bench import overhead, scale
+from bench._context import Context
+from bench._report import Target, environment
+
+if TYPE_CHECKING:
+    from bench._context import BenchmarkModule
+
+RESULTS: Final = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A benchmark of issue 8 that is not in the suite yet, with the module it will live in."""
+
+    module: str
+    summary: str
+    target: str
+
+
+# Order matters only for the printout.
+BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
+    "overhead": overhead,
+    "scale": scale,
+}
+# The real-Chromium benchmarks join BENCHMARKS when their modules exist; until then the report
+# lists them and their targets as not measured.
+PLANNED: Final[dict[str, Planned]] = {
+    "roundtrip": Planned(
+        "bench/roundtrip.py",
+        "click, type and navigate on one local page through Understudy and directly through "
+        "Playwright over CDP, same run; p50/p95 and the ratio",
+        "governed click and type p50 / Playwright p50 <= 1.0",
+    ),
+    "session_create": Planned(
+        "bench/session_create.py",
+        "POST /v1/sessions to 201 with a real Chromium device",
+        "p50 <= 150 ms",
+    ),
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="\n".join(__doc__.splitlines()[1:]),
+    )
+    parser.add_argument("--quick", action="store_true", help="run the small slice (~1-2 min)")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=sorted(BENCHMARKS),
+        help="run only this benchmark (repeat for several)",
+    )
+    parser.add_argument("--name", help="results file name without .json (default: quick or full)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="where the servers' data directories go: the disk measured (default: bench/results)",
+    )
+    parser.add_argument("--keep-data", action="store_true", help="keep the data directories")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="CPU-profile the server (cProfile) in the top-level and single-tenant phases",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    name = args.name or ("quick" if args.quick else "full")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    data_root = (args.data_dir or RESULTS) / f"data-{stamp}"
+    profile_dir = RESULTS / f"profile-{stamp}" if args.profile else None
+
+    def log(line: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {line}", flush=True)
+
+    ctx = Context(args.quick, data_root, profile_dir, log)
+    selected = args.only or list(BENCHMARKS)
+    report: dict[str, Any] = {
+        "name": name,
+        "quick": args.quick,
+        "environment_before": environment(),
+        "benchmarks": {},
+        "planned": {key: vars(planned) for key, planned in PLANNED.items()},
+    }
+    started = time.monotonic()
+    failed: dict[str, str] = {}
+    try:
+        for key in selected:
+            try:
+                report["benchmarks"][key] = asyncio.run(BENCHMARKS[key].suite(ctx))
+            except Exception as exc:  # the others still run; the exit code says it failed
+                log(f"{key}: FAILED: {type(exc).__name__}: {exc}")
+                failed[key] = f"{type(exc).__name__}: {exc}"
+    finally:
+        if not args.keep_data:
+            shutil.rmtree(data_root, ignore_errors=True)
+    report["failed"] = failed
+    report["environment_after"] = environment()
+    report["seconds"] = round(time.monotonic() - started, 1)
+    verdicts = _print(report)
+    report["targets"] = [vars(target) for target in verdicts]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"{name}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}")
+    for key, error in failed.items():
+        print(f"bench: {key} failed: {error}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _print(report: dict[str, Any]) -> list[Target]:
+    verdicts: list[Target] = []
+    for key, result in report["benchmarks"].items():
+        for table in BENCHMARKS[key].tables(result):
+            print("\n" + table.render())
+        verdicts += BENCHMARKS[key].targets(result)
+    for planned in PLANNED.values():
+        verdicts.append(
+            Target(planned.summary, planned.target, f"not in bench/ yet ({planned.module})", None)
+        )
+    before, after = report["environment_before"], report["environment_after"]
+    print(
+        f"\nTargets (issue 8); {report['seconds']:.0f} s on {before['cpus']} CPUs, load average "
+        f"{before['loadavg'][0]:.1f} -> {after['loadavg'][0]:.1f} (other processes share them)"
+    )
+    for target in verdicts:
+        print(target.render())
+    return verdicts
+
+
+if __name__ == "__main__":
+    sys.exit(main())

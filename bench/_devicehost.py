@@ -1,0 +1,68 @@
+"""Simulated devices for the overhead benchmark, in their own process (``python -m
+bench._devicehost``).
+
+It runs :class:`understudy.simdevice.SimulatedDevice` objects (the extension stand-in that executes
+every command instantly) so the server, the load generator and the devices are three processes.
+Each device heartbeats every 22 s as the extension does, so a long run never sees a device go
+offline. Control protocol, JSON lines: the first stdin line is the job ``{"base_url",
+"credentials": {device_id: credential}}``; the host answers ``{"op": "connected"}`` once every
+device has its welcome, and on ``{"op": "stop"}`` answers with the execution counts and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+from typing import Any
+
+from bench._workers import LINE_LIMIT
+from understudy.device_agent import HEARTBEAT_INTERVAL_MS
+from understudy.simdevice import SimulatedDevice
+
+
+async def _heartbeats(devices: list[SimulatedDevice]) -> None:
+    while True:
+        await asyncio.sleep(HEARTBEAT_INTERVAL_MS / 1000)
+        for device in devices:
+            with contextlib.suppress(Exception):  # a dropped socket shows up in the results
+                await device.heartbeat()
+
+
+async def _main() -> None:
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=LINE_LIMIT)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+
+    def answer(message: dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(message) + "\n")
+        sys.stdout.flush()
+
+    job = json.loads(await reader.readline())
+    devices = [SimulatedDevice(job["base_url"], credential) for credential in job["credentials"]]
+    for device in devices:
+        await device.connect()
+    beating = asyncio.create_task(_heartbeats(devices))
+    answer({"op": "connected", "devices": len(devices)})
+    while line := await reader.readline():
+        if json.loads(line).get("op") == "stop":
+            break
+    beating.cancel()
+    counts = [count for device in devices for count in device.executions.values()]
+    answer(
+        {
+            "op": "stopped",
+            "executions": sum(counts),
+            "distinct_writes": len(counts),
+            "max_executions_per_write": max(counts, default=0),
+            "session_errors": [e for device in devices for e in device.session_errors][:5],
+        }
+    )
+    for device in devices:
+        with contextlib.suppress(Exception):
+            await device.stop()
+
+
+if __name__ == "__main__":
+    asyncio.run(_main())

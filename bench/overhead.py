@@ -1,0 +1,431 @@
+"""Backend overhead: commands through HTTP to simulated devices that execute instantly.
+
+Method, for each SQLite ``synchronous`` setting (FULL, then NORMAL), on a fresh server and data
+directory:
+
+1. Enroll ceil(max level / 2) devices and run them as :class:`~understudy.simdevice.SimulatedDevice`
+   objects in a device-host process (``bench._devicehost``); each executes a command the moment
+   its grant arrives. Quotas are raised through ``QUOTA_POLICY`` (still counted on every command).
+2. Create max-level unattended sessions over HTTP, two per device (session i on device i // 2, so
+   10 sessions use 5 devices and 100 sessions 50).
+3. For each level L (1, 10, 100 concurrent sessions) and each command (a write, ``click``; a read,
+   ``snapshot``): warm-up, then the measured phase. Each of the first L sessions has its own
+   keep-alive HTTP connection and a closed loop: send ``POST /v1/sessions/{id}/commands``, wait
+   for the reply, send the next, until the phase's total is reached. Latency is the client's
+   round trip (request written to reply read); throughput is commands / wall time of the phase.
+   Every reply must be 200 ``succeeded``; any other status is counted and reported.
+4. Server-side time per command: after the server stops, ``completed_at - admitted_at`` of every
+   measured command, read from its SQLite row (both stamped by the server's clock: admission to
+   the start of the turn that persists the outcome, so it leaves out HTTP parsing, the reply, and
+   the final commit). Server CPU per command is the server's utime + stime over the phase / count.
+5. The device host reports how many times each write ran: every measured and warm-up write must
+   have run exactly once.
+
+What a command costs in commits (from the code): a write is four transactions (admission, the
+coordinator's idle-expiry turn, ``write_ready`` -> granted, the result), a read three (admission,
+idle-expiry, the result); with ``synchronous=FULL`` each is an fsync of the WAL.
+
+Warm-up: ``warmup`` commands per phase, spread over its sessions (at least 2 each). Sample size:
+``total`` commands per phase (level x command x setting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import shutil
+import sqlite3
+import time
+import uuid
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from bench import fsync
+from bench._proc import sample
+from bench._profile import Profile
+from bench._report import Table, Target, fmt
+from bench._server import Server, new_devices
+from bench._stats import summary
+from bench._workers import Worker
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from bench._context import Context
+    from bench._http import HttpConnection
+
+Synchronous = Literal["FULL", "NORMAL"]
+COMMANDS: Final[dict[str, dict[str, Any]]] = {
+    "write": {"name": "click", "ref": "g1e1"},
+    "read": {"name": "snapshot", "interactiveOnly": True},
+}
+SESSIONS_PER_DEVICE: Final = 2
+READY_TIMEOUT_S: Final = 30.0
+
+
+async def run(
+    data_root: Path,
+    levels: list[int],
+    total: int,
+    warmup: int,
+    fsync_seconds: float,
+    profile_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Measure the fsync rate, both settings, and the fsync rate again; JSON-ready results."""
+    results: dict[str, Any] = {
+        "method": __doc__,
+        "fsync_method": fsync.__doc__,
+        "levels": levels,
+        "total_per_phase": total,
+        "warmup_per_phase": warmup,
+        "fsync": [],
+        "settings": {},
+    }
+    log("overhead: fsync rate ...")
+    results["fsync"].append(fsync.measure(data_root, fsync_seconds))
+    for setting in ("FULL", "NORMAL"):
+        log(f"overhead: synchronous={setting} ...")
+        results["settings"][setting] = await _setting(
+            data_root / f"overhead-{setting.lower()}",
+            setting,
+            levels,
+            total,
+            warmup,
+            profile_dir,
+            log,
+        )
+    log("overhead: fsync rate again ...")
+    results["fsync"].append(fsync.measure(data_root, fsync_seconds))
+    rates = [probe["transactions_per_s"] for probe in results["fsync"]]
+    results["fsync_transactions_per_s"] = sum(rates) / len(rates)
+    top = max(levels)
+    writes = results["settings"]["FULL"]["phases"][f"{top}:write"]["commands_per_s"]
+    results["durable_writes_per_s_at_top_level"] = writes
+    results["durable_writes_to_fsync_ratio"] = writes / results["fsync_transactions_per_s"]
+    return results
+
+
+async def _setting(
+    data_dir: Path,
+    setting: Synchronous,
+    levels: list[int],
+    total: int,
+    warmup: int,
+    profile_dir: Path | None,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    _fresh(data_dir)
+    sessions_needed = max(levels)
+    devices = new_devices(math.ceil(sessions_needed / SESSIONS_PER_DEVICE))
+    server = Server(
+        data_dir, setting, devices, profile=profile_dir is not None and setting == "FULL"
+    )
+    await server.start()
+    host: Worker | None = None
+    connections: list[HttpConnection] = []
+    phases: dict[str, Any] = {}
+    measured_ids: dict[str, list[tuple[str, str]]] = {}
+    device_report: dict[str, Any] = {}
+    try:
+        host = await Worker.start(
+            "bench._devicehost",
+            {"base_url": server.base_url, "credentials": list(devices.values())},
+        )
+        await host.receive()  # connected
+        device_ids = list(devices)
+        sessions = await _create_sessions(server, device_ids, sessions_needed)
+        connections = [server.connection() for _ in sessions]
+        await _until_ready(connections, sessions)
+        for level in levels:
+            for kind, command in COMMANDS.items():
+                key = f"{level}:{kind}"
+                profiled = profile_dir is not None and setting == "FULL" and level == max(levels)
+                profile = Profile(
+                    server, (profile_dir or data_dir) / f"overhead-{level}-{kind}.pstats"
+                )
+                async with profile if profiled else contextlib.nullcontext(profile):
+                    phase, ids = await _phase(
+                        server,
+                        host.pid,
+                        connections[:level],
+                        sessions[:level],
+                        command,
+                        total,
+                        warmup,
+                    )
+                if profiled:
+                    phase["profile"] = profile.summary()
+                phases[key] = phase
+                measured_ids[key] = ids
+                log(
+                    f"overhead: {setting} {level:>3} sessions {kind:<5}: "
+                    f"p50 {phase['latency_ms']['p50']:.2f} ms, "
+                    f"p99 {phase['latency_ms']['p99']:.2f} ms, "
+                    f"{phase['commands_per_s']:.0f}/s"
+                )
+        device_report = await host.ask({"op": "stop"})
+    finally:
+        for connection in connections:
+            await connection.close()
+        if host is not None:
+            await host.stop()
+        await server.stop()
+    _add_server_side_times(server.db_path, phases, measured_ids)
+    writes = sum(
+        phase["commands"] + phase["warmup_commands"]
+        for key, phase in phases.items()
+        if key.endswith(":write")
+    )
+    return {
+        "synchronous": setting,
+        "devices": len(devices),
+        "sessions": sessions_needed,
+        "phases": phases,
+        "device_executions": device_report,
+        "writes_acknowledged": writes,
+        "every_write_ran_once": device_report.get("executions") == writes
+        and device_report.get("distinct_writes") == writes
+        and device_report.get("max_executions_per_write") == 1,
+    }
+
+
+async def _create_sessions(server: Server, device_ids: list[str], count: int) -> list[str]:
+    connection = server.connection()
+    sessions = []
+    try:
+        for index in range(count):
+            body = {
+                "mode": "unattended",
+                "deviceId": device_ids[index // SESSIONS_PER_DEVICE],
+                "allowedOrigins": [f"https://s{index}.bench.example"],
+                "profileStateKey": f"bench-profile-{index}",
+            }
+            reply = await connection.post_json(
+                "/v1/sessions", body, {"Idempotency-Key": str(uuid.uuid4())}
+            )
+            if reply.status != 201:
+                raise RuntimeError(f"session {index}: POST /v1/sessions answered {reply.status}")
+            sessions.append(reply.json()["sessionId"])
+    finally:
+        await connection.close()
+    return sessions
+
+
+async def _until_ready(connections: list[HttpConnection], sessions: list[str]) -> None:
+    """Each session answers a read once its device opened the session socket (503 until then)."""
+
+    async def one(connection: HttpConnection, session: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            reply = await _send(connection, session, {"name": "hello"})
+            if reply.status == 200:
+                return
+            if reply.status != 503 or time.monotonic() > deadline:
+                raise RuntimeError(f"session not ready: {reply.status} {reply.body[:200]!r}")
+            await asyncio.sleep(0.02)
+
+    await asyncio.gather(*(one(c, s) for c, s in zip(connections, sessions, strict=True)))
+
+
+async def _send(connection: HttpConnection, session: str, command: dict[str, Any]) -> Any:
+    body = json.dumps({"commandId": str(uuid.uuid4()), "command": command}).encode()
+    return await connection.request("POST", f"/v1/sessions/{session}/commands", body)
+
+
+async def _phase(
+    server: Server,
+    host_pid: int,
+    connections: list[HttpConnection],
+    sessions: list[str],
+    command: dict[str, Any],
+    total: int,
+    warmup: int,
+) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    per_session_warmup = max(2, math.ceil(warmup / len(sessions)))
+    statuses: Counter[int] = Counter()
+
+    async def warm(connection: HttpConnection, session: str) -> None:
+        for _ in range(per_session_warmup):
+            statuses[(await _send(connection, session, command)).status] += 1
+
+    await asyncio.gather(*(warm(c, s) for c, s in zip(connections, sessions, strict=True)))
+    warm_statuses = dict(statuses)
+    statuses.clear()
+    latencies: list[float] = []
+    ids: list[tuple[str, str]] = []
+    remaining = total
+
+    async def loop(connection: HttpConnection, session: str) -> None:
+        nonlocal remaining
+        path = f"/v1/sessions/{session}/commands"
+        while remaining > 0:
+            remaining -= 1
+            command_id = str(uuid.uuid4())
+            body = json.dumps({"commandId": command_id, "command": command}).encode()
+            started = time.perf_counter_ns()
+            reply = await connection.request("POST", path, body)
+            elapsed_ms = (time.perf_counter_ns() - started) / 1e6
+            statuses[reply.status] += 1
+            if reply.status == 200 and reply.json().get("status") == "succeeded":
+                latencies.append(elapsed_ms)
+                ids.append((session, command_id))
+
+    load_before = os.getloadavg()[0]
+    before = server.sample()
+    host_before = sample(host_pid).cpu_s
+    client_before = time.process_time()
+    started = time.perf_counter()
+    await asyncio.gather(*(loop(c, s) for c, s in zip(connections, sessions, strict=True)))
+    wall = time.perf_counter() - started
+    after = server.sample()
+    host_cpu = sample(host_pid).cpu_s - host_before
+    server_cpu = after.cpu_s - before.cpu_s
+    per_command = 1000 / max(len(latencies), 1)
+    client_cpu = time.process_time() - client_before
+    return (
+        {
+            "sessions": len(sessions),
+            "command": command["name"],
+            "commands": len(latencies),
+            "warmup_commands": warm_statuses.get(200, 0),
+            "warmup_statuses": {str(k): v for k, v in warm_statuses.items()},
+            "statuses": {str(k): v for k, v in statuses.items()},
+            "seconds": round(wall, 3),
+            "commands_per_s": len(latencies) / wall if wall else 0.0,
+            "latency_ms": summary(latencies),
+            "server_cpu_ms_per_command": server_cpu * per_command,
+            "server_user_ms_per_command": (after.user_s - before.user_s) * per_command,
+            "server_system_ms_per_command": (after.system_s - before.system_s) * per_command,
+            "server_cpu_share": server_cpu / wall if wall else 0.0,
+            "devices_cpu_ms_per_command": host_cpu * per_command,
+            "loadgen_cpu_ms_per_command": client_cpu * per_command,
+            "loadavg_1m": [load_before, os.getloadavg()[0]],
+        },
+        ids,
+    )
+
+
+def _add_server_side_times(
+    db_path: Path, phases: dict[str, Any], measured: dict[str, list[tuple[str, str]]]
+) -> None:
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        for key, ids in measured.items():
+            durations = []
+            for session, command_id in ids:
+                row = connection.execute(
+                    "SELECT admitted_at, completed_at FROM commands "
+                    "WHERE session_id = ? AND command_id = ?",
+                    (session, command_id),
+                ).fetchone()
+                if row is not None and row[1] is not None:
+                    durations.append((row[1] - row[0]) * 1000)
+            phases[key]["server_side_ms"] = summary(durations)
+    finally:
+        connection.close()
+
+
+# -- the suite's interface ---------------------------------------------------------------------
+
+FULL_LEVELS: Final = [1, 10, 100]
+QUICK_LEVELS: Final = [1, 10]
+
+
+async def suite(ctx: Context) -> dict[str, Any]:
+    """The full run (1, 10, 100 sessions) or the quick slice (1 and 10)."""
+    if ctx.quick:
+        return await run(ctx.data_root, QUICK_LEVELS, 200, 20, 1.0, ctx.profile_dir, ctx.log)
+    return await run(ctx.data_root, FULL_LEVELS, 2000, 200, 3.0, ctx.profile_dir, ctx.log)
+
+
+def tables(result: dict[str, Any]) -> list[Table]:
+    table = Table(
+        "Backend overhead: HTTP command round trip to instant simulated devices",
+        [
+            "synchronous",
+            "sessions",
+            "command",
+            "n",
+            "p50 ms",
+            "p99 ms",
+            "commands/s",
+            "server p50 ms",
+            "server p99 ms",
+            "server CPU ms/cmd",
+        ],
+    )
+    for setting, data in result["settings"].items():
+        for phase in data["phases"].values():
+            latency, server = phase["latency_ms"], phase.get("server_side_ms", {})
+            table.rows.append(
+                [
+                    setting,
+                    str(phase["sessions"]),
+                    phase["command"],
+                    str(phase["commands"]),
+                    fmt(latency.get("p50", math.nan)),
+                    fmt(latency.get("p99", math.nan)),
+                    fmt(phase["commands_per_s"], 0),
+                    fmt(server.get("p50", math.nan)),
+                    fmt(server.get("p99", math.nan)),
+                    fmt(phase["server_cpu_ms_per_command"]),
+                ]
+            )
+        table.notes.append(
+            f"{setting}: every write ran exactly once on its device: {data['every_write_ran_once']}"
+            f" ({data['writes_acknowledged']} writes)"
+        )
+    rates = ", ".join(fmt(p["transactions_per_s"], 0) for p in result["fsync"])
+    fs = result["fsync"][0]["filesystem"]
+    table.notes.append(
+        f"single-transaction fsync rate (SQLite WAL, synchronous=FULL) on {fs['device']} "
+        f"({fs['type']}), before and after: {rates} transactions/s"
+    )
+    table.notes.append(
+        f"durable writes/s at {max(result['levels'])} sessions (FULL): "
+        f"{fmt(result['durable_writes_per_s_at_top_level'], 0)} = "
+        f"{fmt(result['durable_writes_to_fsync_ratio'], 3)} x the fsync rate"
+    )
+    table.notes.append(
+        "server p50/p99: admission to the outcome's turn, from the command rows (server clock)"
+    )
+    return [table]
+
+
+def targets(result: dict[str, Any]) -> list[Target]:
+    found: list[Target] = []
+    phase = result["settings"]["FULL"]["phases"].get("10:write")
+    if phase is not None:
+        p50, p99 = phase["latency_ms"]["p50"], phase["latency_ms"]["p99"]
+        found.append(
+            Target(
+                "durable write at 10 sessions (FULL)",
+                "p50 <= 3 ms and p99 <= 15 ms",
+                f"p50 {fmt(p50)} ms, p99 {fmt(p99)} ms",
+                p50 <= 3 and p99 <= 15,
+            )
+        )
+    top = max(result["levels"])
+    ratio = result["durable_writes_to_fsync_ratio"]
+    found.append(
+        Target(
+            "durable writes/s at 100+ sessions (FULL) vs single-transaction fsync rate",
+            "ratio >= 1.0",
+            f"{fmt(result['durable_writes_per_s_at_top_level'], 0)}/s at {top} sessions vs "
+            f"{fmt(result['fsync_transactions_per_s'], 0)}/s = {fmt(ratio, 3)}",
+            ratio >= 1.0 if top >= 100 else None,
+        )
+    )
+    return found
+
+
+def _fresh(directory: Path, keep: bool = False) -> None:
+    """An empty directory (or, with ``keep``, an existing one left as it is)."""
+    if directory.exists() and not keep:
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
