@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
+_UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
 DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
@@ -189,17 +191,22 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
     services = _services(request)
     body = await _body(request)
     coordinator = services.coordinator(who.tenant)
+    key = request.headers.get("idempotency-key")
+    # The spec types the header as a UUID wherever it is sent, attended creates included.
+    if key is not None and not _UUID.fullmatch(key):
+        raise invalid_request(
+            "Idempotency-Key must be a UUID, like 0f1e2d3c-4b5a-4968-8776-655443322110",
+            [{"path": "Idempotency-Key", "message": "not a UUID"}],
+        )
     if not body.strip():
         row = await coordinator.create_attended(who.actor)
         return _json(session_view(row), 200)
-    key = request.headers.get("idempotency-key")
-    try:
-        key = str(uuid.UUID(key or ""))
-    except ValueError:
+    if key is None:
         raise invalid_request(
             "an unattended session needs an Idempotency-Key header holding a UUID",
             [{"path": "Idempotency-Key", "message": "a UUID is required"}],
-        ) from None
+        )
+    key = key.lower()
     req: m.UnattendedSessionRequest = _parse(m.UnattendedSessionRequest, body)
     try:
         origins = canonicalize_origins(req.allowed_origins)
