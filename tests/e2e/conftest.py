@@ -31,7 +31,8 @@ import httpx
 import pytest
 import uvicorn
 
-from demo.cdp import CdpError, evaluate
+from demo.cdp import evaluate
+from demo.chromium import extension_eval
 from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import SystemClock
@@ -374,29 +375,8 @@ async def eventually(
 
 
 async def worker_eval(browser: Chromium, expression: str, timeout_s: float = 15) -> Any:
-    """Evaluate in the extension's service worker (connecting, calling, disconnecting).
-
-    Right after start-up Chromium may list the worker before its `chrome` global exists
-    ("chrome is not defined"), so the first evaluations are retried.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        workers = [
-            t
-            for t in await browser.devtools.targets()
-            if t.type == "service_worker" and t.url.startswith(EXTENSION_ORIGIN)
-        ]
-        try:
-            if workers:
-                return await evaluate(workers[0].ws_url, expression)
-        except (CdpError, OSError) as exc:
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the service worker did not evaluate: {exc}") from exc
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"the extension's service worker is not running after {timeout_s} s"
-            )
-        await asyncio.sleep(0.2)
+    """Evaluate in the extension's service worker (see `demo.chromium.extension_eval`)."""
+    return await extension_eval(browser, EXTENSION_ORIGIN, expression, timeout_s)
 
 
 async def enroll_extension(browser: Chromium, backend: Backend, credential: str) -> None:
