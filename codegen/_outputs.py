@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -78,12 +79,13 @@ def generate(spec: Spec, *, write: bool) -> list[str]:
 def render_all(spec: Spec) -> dict[str, str]:
     files: dict[str, str] = {}
     models = _datamodel(spec)
+    unique = _unique_items(spec, models)
     catalog = _python_catalog(spec)
     wire = (TEMPLATES / "wire.py").read_text()
     for folder, package in PY_PACKAGES.items():
         files[f"{folder}/__init__.py"] = f'"""Models generated from the spec ({HEADER})."""\n'
         files[f"{folder}/_wire.py"] = f"# {HEADER}\n{wire}"
-        files[f"{folder}/models.py"] = models.replace("__WIRE_PACKAGE__", package)
+        files[f"{folder}/models.py"] = models.replace("__WIRE_PACKAGE__", package) + unique
         files[f"{folder}/catalog.py"] = catalog
     files[f"{TS_DIR}/wire.ts"] = f"// {HEADER}\n\n" + _json2ts(spec)
     files[f"{TS_DIR}/catalog.ts"] = _ts_catalog(spec)
@@ -169,6 +171,33 @@ def _operations(spec: Spec) -> list[tuple[str, str, dict]]:  # type: ignore[type
             if method in {"get", "post", "put", "patch", "delete"}:
                 ops.append((path, method, op))
     return ops
+
+
+def _unique_items(spec: Spec, models: str) -> str:
+    """Declare the `uniqueItems` arrays, which datamodel-code-generator does not enforce.
+
+    `WireModel` refuses a repeated item in every field a class lists in `__unique_items__`. Only
+    object properties may carry `uniqueItems`; anywhere else codegen stops, naming the place.
+    """
+    by_class: dict[str, list[str]] = {}
+    for name, schema in spec.bundle["$defs"].items():
+        for prop, sub in (schema.get("properties") or {}).items():
+            if isinstance(sub, dict) and sub.get("uniqueItems"):
+                field = re.sub(r"(?<!^)(?=[A-Z])", "_", prop).lower()
+                cls = schema.get("title", name)
+                if not re.search(rf"^class {cls}\(.*?^    {field}: ", models, re.M | re.S):
+                    raise SystemExit(f"codegen: {name}.{prop} (uniqueItems) has no model field")
+                by_class.setdefault(cls, []).append(field)
+    nested = json.dumps(spec.bundle).count('"uniqueItems": true')
+    if nested != sum(len(fields) for fields in by_class.values()):
+        raise SystemExit("codegen: uniqueItems is supported on object properties of $defs only")
+    if not by_class:
+        return ""
+    lines = ["", "", "# uniqueItems (the generator does not enforce it; WireModel does)."]
+    for cls, fields in by_class.items():
+        names = ", ".join(json.dumps(field) for field in fields)
+        lines.append(f"{cls}.__unique_items__ = ({names}{',' if len(fields) == 1 else ''})")
+    return "\n".join(lines) + "\n"
 
 
 def _python_catalog(spec: Spec) -> str:

@@ -72,6 +72,35 @@ def test_generated_models_refuse_unknown_fields_and_nulls() -> None:
         )
 
 
+def _unique_items_places() -> list[tuple[str, str]]:
+    return [
+        (name, prop)
+        for name, schema in SPEC.defs.items()
+        for prop, sub in (schema.get("properties") or {}).items()
+        if isinstance(sub, dict) and sub.get("uniqueItems")
+    ]
+
+
+@pytest.mark.parametrize("models", [backend_models, connector_models], ids=["backend", "connector"])
+@pytest.mark.parametrize(("name", "prop"), _unique_items_places())
+def test_generated_models_refuse_repeated_items_where_the_spec_says_unique_items(
+    models: Any, name: str, prop: str
+) -> None:
+    example = SPEC.defs[name]["examples"][0]
+    one = example.get(prop) or ["Shift"]  # press_key's example has no modifiers
+    model = getattr(models, name)
+    model.model_validate_json(json.dumps({**example, prop: one}))
+    repeated = {**example, prop: [one[0], *one]}
+    with pytest.raises(ValueError, match=f"{prop}: list each item once"):
+        model.model_validate_json(json.dumps(repeated))
+
+
+def test_every_unique_items_place_is_enforced() -> None:
+    # The list above is read from the spec; make sure it is not empty by accident.
+    assert ("PressKeyCommand", "modifiers") in _unique_items_places()
+    assert ("DeviceClientHello", "capabilities") in _unique_items_places()
+
+
 def test_discriminated_unions_pick_the_branch_named_by_type() -> None:
     adapter: TypeAdapter[Any] = TypeAdapter(backend_models.SessionServerFrame)
     frame = adapter.validate_json(json.dumps(SPEC.defs["SessionServerWriteGrant"]["examples"][0]))
@@ -119,6 +148,8 @@ def test_write_prepare_carries_no_command_arguments() -> None:
     assert SPEC.defs["SessionServerWritePrepare"]["additionalProperties"] is False
 
 
+# The design's status table per operation, plus `429 rate_limited` wherever a credential is
+# checked: the per-credential abuse backstop answers it on every authenticated operation.
 FROZEN_CONTRACT = {
     ("/v1/sessions", "post"): {
         "200",
@@ -132,8 +163,8 @@ FROZEN_CONTRACT = {
         "429",
         "503",
     },
-    ("/v1/sessions/{sessionId}", "get"): {"200", "401", "404", "410"},
-    ("/v1/sessions/{sessionId}", "delete"): {"200", "202", "401", "404"},
+    ("/v1/sessions/{sessionId}", "get"): {"200", "401", "404", "410", "429"},
+    ("/v1/sessions/{sessionId}", "delete"): {"200", "202", "401", "404", "429"},
     ("/v1/sessions/{sessionId}/commands", "post"): {
         "200",
         "202",
@@ -153,9 +184,10 @@ FROZEN_CONTRACT = {
         "401",
         "404",
         "409",
+        "429",
         "504",
     },
-    ("/v1/devices", "get"): {"200", "401"},
+    ("/v1/devices", "get"): {"200", "401", "429"},
     ("/v1/device/connect-ticket", "post"): {"200", "400", "401", "429"},
 }
 

@@ -2073,3 +2073,9 @@ class UnderstudyWire(WireModel):
     command_timeout_problem: Annotated[
         CommandTimeoutProblem | None, Field(alias="commandTimeoutProblem")
     ] = None
+
+
+# uniqueItems (the generator does not enforce it; WireModel does).
+PressKeyCommand.__unique_items__ = ("modifiers",)
+DeviceClientHello.__unique_items__ = ("protocol_versions", "capabilities")
+SessionClientHello.__unique_items__ = ("capabilities",)

@@ -4,13 +4,15 @@
 - Unknown fields are refused (`extra="forbid"`).
 - An optional field is absent, never null: JSON input carrying `null` is refused with the field's
   name, and Python input with `None` is treated as absent. No schema in the spec admits null.
+- Arrays the spec marks `uniqueItems` (listed per class in `__unique_items__`, at the end of
+  models.py) refuse a repeated item.
 - Fields are snake_case in Python and camelCase on the wire; either name validates, the wire name
   serialises.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
@@ -24,6 +26,7 @@ class WireModel(BaseModel):
         validate_by_alias=True,
         serialize_by_alias=True,
     )
+    __unique_items__: ClassVar[tuple[str, ...]] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -36,6 +39,15 @@ class WireModel(BaseModel):
         if info.mode == "json":
             raise ValueError(f"omit optional fields instead of sending null: {', '.join(nulls)}")
         return {key: value for key, value in data.items() if value is not None}
+
+    @model_validator(mode="after")
+    def _unique_items(self) -> Self:
+        for name in self.__unique_items__:
+            items = getattr(self, name)
+            if items is not None and len(set(items)) != len(items):
+                wire = type(self).model_fields[name].alias or name
+                raise ValueError(f"{wire}: list each item once (uniqueItems)")
+        return self
 
     def to_wire(self) -> dict[str, Any]:
         """The JSON-ready dict: wire names, optional fields absent when unset."""

@@ -56,8 +56,12 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "429": ["capacity_exhausted", "rate_limited"],
         "503": ["no_device_available"],
     },
-    "getSession": {"401": ["unauthorized"], "404": ["session_not_found"]},
-    "deleteSession": {"401": ["unauthorized"], "404": ["session_not_found"]},
+    "getSession": {"401": ["unauthorized"], "404": ["session_not_found"], "429": ["rate_limited"]},
+    "deleteSession": {
+        "401": ["unauthorized"],
+        "404": ["session_not_found"],
+        "429": ["rate_limited"],
+    },
     "submitCommand": {
         "400": ["invalid_request"],
         "401": ["unauthorized"],
@@ -73,9 +77,10 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "401": ["unauthorized"],
         "404": ["session_not_found", "command_not_found"],
         "409": ["command_outcome_unknown"],
+        "429": ["rate_limited"],
         "504": ["command_not_started", "command_timed_out"],
     },
-    "listDevices": {"401": ["unauthorized"]},
+    "listDevices": {"401": ["unauthorized"], "429": ["rate_limited"]},
     "createConnectTicket": {
         "400": ["invalid_request"],
         "401": ["unauthorized"],
