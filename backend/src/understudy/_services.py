@@ -75,6 +75,7 @@ class Services:
                 credentials.ensure_device(
                     self.db, tenant=entry.tenant, device_id=entry.device, digest=digest, now=now
                 )
+        await self.db.durable()
         tenants = set(session_store.tenants_with_unsettled(self.db))
         tenants |= {d.tenant for d in credentials.all_devices(self.db) if d.online}
         for tenant in sorted(tenants):
@@ -91,3 +92,4 @@ class Services:
         closers += [agent.shutdown() for agent in self.session_agents.values()]
         await asyncio.gather(*closers, return_exceptions=True)
         self.db.close()
+        self.telemetry.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import time
 from collections import deque
@@ -79,6 +80,8 @@ _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _EVENTS_METRIC: Final = "understudy_events_total"
 _MEMORY_EVENTS: Final = 10_000
+_PSEUDONYM_CACHE: Final = 100_000  # ids seen recently; cleared whole when full
+_REOPEN_CHECK_S: Final = 1.0
 
 FieldValue = str | int | bool
 
@@ -108,6 +111,10 @@ class Telemetry:
         self._keys = keys
         self._clock = clock
         self._memory: deque[dict[str, FieldValue]] = deque(maxlen=_MEMORY_EVENTS)
+        self._stream: TextIO | None = None  # the open sink file, when the sink is a path
+        self._stream_id: tuple[int, int] | None = None  # its (device, inode)
+        self._checked_at = -math.inf  # when the sink path was last compared with the stream
+        self._pseudonyms: dict[tuple[str, str], str] = {}
         self._counters: dict[tuple[str, str], int] = {}
         self._gauges: dict[str, tuple[float, str]] = {}
 
@@ -139,7 +146,12 @@ class Telemetry:
         if name in IDENTITY_FIELDS:
             if not isinstance(value, str) or not value:
                 raise TelemetryFieldError(f"telemetry field {name!r} takes a non-empty string id")
-            return pseudonym(self._keys, name, value)
+            cached = self._pseudonyms.get((name, value))
+            if cached is None:
+                if len(self._pseudonyms) >= _PSEUDONYM_CACHE:
+                    self._pseudonyms.clear()
+                cached = self._pseudonyms[(name, value)] = pseudonym(self._keys, name, value)
+            return cached
         if name not in PLAIN_FIELDS:
             raise TelemetryFieldError(
                 f"telemetry field {name!r} is not allowed; allowed: "
@@ -160,14 +172,37 @@ class Telemetry:
             self._memory.append(record)
             return
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
-        if isinstance(sink, Path):
-            # Opened per line so nothing is left open for the caller to close, and an operator
-            # may rotate the file at any time.
-            with sink.open("a", encoding="utf-8") as stream:
-                stream.write(line)
-        else:
-            sink.write(line)
-            sink.flush()
+        stream = self._path_stream(sink) if isinstance(sink, Path) else sink
+        stream.write(line)
+        stream.flush()
+
+    def _path_stream(self, path: Path) -> TextIO:
+        """The open sink file, reopened when an operator has moved or removed it (rotation).
+
+        The path is compared with the open file at most once a second, so a rotated file gets
+        at most a second of lines after its rename, and no event costs an open and a close.
+        """
+        now = time.monotonic()
+        if self._stream is not None and now - self._checked_at < _REOPEN_CHECK_S:
+            return self._stream
+        self._checked_at = now
+        try:
+            current = path.stat()
+            same = self._stream_id == (current.st_dev, current.st_ino)
+        except FileNotFoundError:
+            same = False
+        if self._stream is None or not same:
+            self.close()
+            self._stream = path.open("a", encoding="utf-8")
+            opened = os.fstat(self._stream.fileno())
+            self._stream_id = (opened.st_dev, opened.st_ino)
+        return self._stream
+
+    def close(self) -> None:
+        """Close the sink file, if one is open (the next event reopens it)."""
+        stream, self._stream, self._stream_id = self._stream, None, None
+        if stream is not None:
+            stream.close()
 
     def set_gauge(self, name: str, value: float, help: str) -> None:
         """Set a gauge shown by :meth:`render_prometheus`."""

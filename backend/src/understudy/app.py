@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
 from litestar.connection import WebSocket
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import FromPath
 from pydantic import TypeAdapter, ValidationError
@@ -36,9 +37,12 @@ from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Callable
+
+    from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
     from understudy._services import Services
+    from understudy._store._db import Database
     from understudy._store.commands import CommandRow
     from understudy._store.credentials import Device
     from understudy.generated._wire import WireModel
@@ -444,8 +448,11 @@ def _at(ts: float | None) -> Any:
 class _WsConnection:
     def __init__(self, socket: WebSocket[Any, Any, Any]) -> None:
         self._socket = socket
+        self._db = _services(socket).db
 
     async def send(self, frame: WireModel) -> None:
+        # A frame may say what a turn decided: it leaves only once that turn is durable.
+        await self._db.durable()
         await self._socket.send_text(frame.to_wire_json())
 
     async def close(self, code: int, reason: str) -> None:
@@ -562,8 +569,20 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
 
 @get("/metrics")
 async def metrics(request: Request[Any, Any, Any]) -> Response[str]:
+    services = _services(request)
+    services.telemetry.set_gauge(
+        "understudy_sqlite_transactions",
+        services.db.turns,
+        "SQLite transactions (actor turns) since start",
+    )
+    services.telemetry.set_gauge(
+        "understudy_sqlite_commits",
+        services.db.commits,
+        "SQLite COMMITs since start, each one fsync under synchronous=FULL; group commit shares "
+        "one among the turns of a loop iteration",
+    )
     return Response(
-        _services(request).telemetry.render_prometheus(),
+        services.telemetry.render_prometheus(),
         media_type="text/plain; version=0.0.4; charset=utf-8",
     )
 
@@ -599,6 +618,31 @@ def _on_error(request: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     return problem_response(ProblemError(500, "internal_error", "an unexpected error occurred"))
 
 
+def _durable_responses(db: Database) -> Callable[[ASGIApp], ASGIApp]:
+    """Middleware: an HTTP response starts only once every turn taken so far is durable.
+
+    With group commit a handler may read state another actor wrote in the open group (same
+    connection); the caller must never learn of anything a crash could still take back.
+    """
+
+    def middleware(app: ASGIApp) -> ASGIApp:
+        async def durable_app(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] != ScopeType.HTTP:
+                await app(scope, receive, send)
+                return
+
+            async def send_when_durable(message: Message) -> None:
+                if message["type"] == "http.response.start":
+                    await db.durable()
+                await send(message)
+
+            await app(scope, receive, send_when_durable)
+
+        return durable_app
+
+    return middleware
+
+
 def create_app(services: Services) -> Litestar:
     """The ASGI app; `services` are started and stopped with it."""
 
@@ -630,6 +674,7 @@ def create_app(services: Services) -> Litestar:
             HTTPException: _on_http,
             Exception: _on_error,
         },
+        middleware=[_durable_responses(services.db)],
         on_startup=[startup],
         on_shutdown=[shutdown],
         openapi_config=None,

@@ -95,6 +95,7 @@ class SessionAgent:
             out = _Outbox()
             with self.s.db.transaction():
                 result = body(out, self.s.clock.now())
+            await self.s.db.durable()  # group commit: nothing leaves before the turn is durable
             if out.step is not None:
                 _faults.after(out.step)
             for frame in out.frames:

@@ -34,6 +34,10 @@ async def _restart(device: SimulatedDevice, epoch: str) -> None:
 
 
 async def _wait_session(backend: Backend, device: SimulatedDevice, session_id: str) -> None:
+    # After a browser restart the lease is re-provisioned: wait for it rather than assume it.
+    await device.wait_for(
+        lambda: any(lease.session_id == session_id for lease in device.leases.values())
+    )
     lease = next(lease for lease in device.leases.values() if lease.session_id == session_id)
     await device.wait_for(lambda: hello_acks(lease) > 0)
     await backend.settle()

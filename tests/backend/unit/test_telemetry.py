@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from understudy import _telemetry
 from understudy._security import Keys, pseudonym
 from understudy._telemetry import Telemetry, TelemetryFieldError
 
@@ -110,6 +111,25 @@ def test_path_sink_appends_one_json_line_per_event(keys: Keys, tmp_path: Path) -
     ]
     assert DEVICE not in path.read_text(encoding="utf-8")
     assert telemetry.events == []
+    telemetry.close()
+
+
+def test_path_sink_follows_rotation(
+    keys: Keys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_telemetry, "_REOPEN_CHECK_S", 0.0)  # compare the path on every event
+    path = tmp_path / "telemetry.jsonl"
+    telemetry = Telemetry(path, keys)
+    telemetry.emit("device.connected", device=DEVICE, protocol_version=2)
+    path.rename(tmp_path / "telemetry.jsonl.1")  # logrotate's default: rename, then new file
+    telemetry.emit("device.disconnected", device=DEVICE, reason="socket_closed")
+    path.unlink()  # removed outright
+    telemetry.emit("device.connected", device=DEVICE, protocol_version=2)
+    telemetry.close()
+    rotated = (tmp_path / "telemetry.jsonl.1").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["event"] for line in rotated] == ["device.connected"]
+    current = path.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["event"] for line in current] == ["device.connected"]
 
 
 def test_counters_render_in_prometheus_text_format(keys: Keys) -> None:

@@ -1,13 +1,24 @@
-"""The SQLite connection: WAL, `synchronous=FULL` by default, one transaction per actor turn.
+"""The SQLite connection: WAL, `synchronous=FULL` by default, group commit across actor turns.
 
 Calls are synchronous on the event-loop thread. That is deliberate: a transaction can then never
 span an `await` (actor rule 3), and SQLite statements on a local file take microseconds.
+
+**Group commit.** Inside a running event loop, `transaction()` does not commit on its own. The
+first turn of a loop iteration opens one SQLite transaction (`BEGIN IMMEDIATE`) and schedules its
+`COMMIT` with `call_soon`; every turn that runs before then joins it as a `SAVEPOINT`, so a turn
+that raises rolls back alone while the others stay. One fsync then covers every turn of the
+iteration, whichever actor took it. Nothing that depends on a turn may leave the process before
+it is durable: the actors `await durable()` after each turn, before sending its frames, and every
+HTTP response and socket frame waits for it too (`app.py`). Outside a loop (the CLI, migrations at
+start-up) each transaction commits when its block ends, as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import sqlite3
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
@@ -15,14 +26,24 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 Row = sqlite3.Row
+log = logging.getLogger(__name__)
+
+
+class DurabilityError(RuntimeError):
+    """A group's COMMIT failed: none of its turns is durable (they were rolled back)."""
 
 
 class Database:
     def __init__(
-        self, path: Path | str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
+        self,
+        path: Path | str,
+        *,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
+        group_commit: bool = True,
     ) -> None:
         self.path = str(path)
         self.synchronous = synchronous
+        self.group_commit = group_commit
         self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
@@ -30,10 +51,13 @@ class Database:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._depth = 0
+        self._group: asyncio.Future[None] | None = None  # the open group's commit
+        self.commits = 0  # COMMITs issued (each one fsync under FULL), for tests and benchmarks
+        self.turns = 0  # transactions taken
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One atomic unit; nested uses join the outer transaction."""
+        """One atomic unit; nested uses join the outer one. Durable after `durable()` returns."""
         if self._depth:
             self._depth += 1
             try:
@@ -41,6 +65,23 @@ class Database:
             finally:
                 self._depth -= 1
             return
+        self.turns += 1
+        if self._group is None and not self._open_group():
+            yield from self._single()
+            return
+        self._conn.execute("SAVEPOINT turn")
+        self._depth = 1
+        try:
+            yield self._conn
+        except BaseException:
+            self._depth = 0
+            self._conn.execute("ROLLBACK TO turn")
+            self._conn.execute("RELEASE turn")
+            raise
+        self._depth = 0
+        self._conn.execute("RELEASE turn")
+
+    def _single(self) -> Iterator[sqlite3.Connection]:
         self._conn.execute("BEGIN IMMEDIATE")
         self._depth = 1
         try:
@@ -50,7 +91,47 @@ class Database:
             self._conn.execute("ROLLBACK")
             raise
         self._depth = 0
+        self._commit()
+
+    def _open_group(self) -> bool:
+        """Open a group for this loop iteration; False outside a loop or when disabled."""
+        if not self.group_commit:
+            return False
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._group = loop.create_future()
+        loop.call_soon(self._commit_group)
+        return True
+
+    def _commit_group(self) -> None:
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            self._commit()
+        except sqlite3.Error as exc:
+            log.exception("group commit failed; its turns are rolled back")
+            with suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            if not group.done():
+                group.set_exception(DurabilityError(str(exc)))
+                group.exception()  # retrieved here too: a group nobody awaited is not an error
+            return
+        if not group.done():
+            group.set_result(None)
+
+    def _commit(self) -> None:
         self._conn.execute("COMMIT")
+        self.commits += 1
+
+    async def durable(self) -> None:
+        """Return once every turn taken so far is committed (at once when none is pending)."""
+        group = self._group
+        if group is not None:
+            await asyncio.shield(group)
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Row]:
         return list(self._conn.execute(sql, params).fetchall())
@@ -64,4 +145,5 @@ class Database:
         return self._conn.execute(sql, params).rowcount
 
     def close(self) -> None:
+        self._commit_group()  # a group still open is committed, not lost
         self._conn.close()

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from understudy._lifecycle import LIVE
+
 if TYPE_CHECKING:
     from understudy._store._db import Database, Row
 
@@ -124,6 +126,34 @@ def unsettled(db: Database, tenant: str) -> list[SessionRow]:
         (tenant,),
     )
     return [_row(r) for r in rows]
+
+
+# Only the enum's own values are interpolated; every caller value is a bound parameter.
+_LIVE_SQL = ", ".join(f"'{state.value}'" for state in sorted(LIVE))
+_NEXT_DEADLINE_SQL = f"""
+    SELECT MIN(due) AS due FROM (
+        SELECT MIN(expires_at, idle_expires_at) AS due FROM sessions
+         WHERE tenant = :tenant AND status IN ({_LIVE_SQL})
+        UNION ALL
+        SELECT provision_deadline FROM sessions
+         WHERE tenant = :tenant AND status = 'provisioning'
+        UNION ALL
+        SELECT grace_deadline FROM sessions
+         WHERE tenant = :tenant AND (status = 'recovering' OR capacity_held = 1)
+        UNION ALL
+        SELECT last_seen_at + :offline FROM devices
+         WHERE tenant = :tenant AND online = 1 AND revoked_at IS NULL
+    )
+"""  # noqa: S608
+
+
+def next_deadline(db: Database, tenant: str, *, offline_after_s: float) -> float | None:
+    """The tenant's earliest deadline: a live session's hard or idle expiry, a provisioning
+    deadline, a grace deadline of a recovering session or of one still holding capacity, or the
+    moment an online device's heartbeat is overdue. None when nothing is pending."""
+    row = db.one(_NEXT_DEADLINE_SQL, {"tenant": tenant, "offline": offline_after_s})
+    due = None if row is None else row["due"]
+    return None if due is None else float(due)
 
 
 def tenants_with_unsettled(db: Database) -> list[str]:

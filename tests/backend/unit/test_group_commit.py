@@ -1,0 +1,129 @@
+"""Group commit: turns of one loop iteration share one COMMIT, and nothing is durable before it.
+
+Durability is judged from a second SQLite connection, as a restarted process would see the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from typing import TYPE_CHECKING
+
+import pytest
+
+from understudy._store._db import Database, DurabilityError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = Database(tmp_path / "t.db")
+    database.execute("CREATE TABLE t (actor TEXT, n INTEGER)")
+    yield database
+    database.close()
+
+
+def _on_disk(db: Database) -> list[tuple[str, int]]:
+    other = sqlite3.connect(db.path)
+    try:
+        return sorted(other.execute("SELECT actor, n FROM t").fetchall())
+    finally:
+        other.close()
+
+
+def _turn(db: Database, actor: str, n: int) -> None:
+    with db.transaction():
+        db.execute("INSERT INTO t VALUES (?, ?)", (actor, n))
+
+
+async def test_turns_of_one_iteration_share_one_commit(db: Database) -> None:
+    before = db.commits
+    _turn(db, "a", 1)
+    _turn(db, "b", 1)
+    _turn(db, "c", 1)
+    assert _on_disk(db) == []  # taken, not yet durable
+    assert db.query("SELECT count(*) AS n FROM t")[0]["n"] == 3  # visible to this connection
+    await db.durable()
+    assert db.commits == before + 1
+    assert _on_disk(db) == [("a", 1), ("b", 1), ("c", 1)]
+
+
+async def test_actors_in_separate_tasks_join_the_same_group(db: Database) -> None:
+    before = db.commits
+
+    async def actor(name: str) -> None:
+        _turn(db, name, 1)
+        await db.durable()
+        assert (name, 1) in _on_disk(db)  # when durable() returns, the turn is on disk
+
+    await asyncio.gather(*(actor(f"actor-{i}") for i in range(20)))
+    assert db.commits == before + 1
+    assert len(_on_disk(db)) == 20
+
+
+async def test_a_failing_turn_rolls_back_alone(db: Database) -> None:
+    _turn(db, "a", 1)
+    with pytest.raises(RuntimeError), db.transaction():
+        db.execute("INSERT INTO t VALUES ('b', 1)")
+        raise RuntimeError("the turn fails after a write")
+    _turn(db, "c", 1)
+    await db.durable()
+    assert _on_disk(db) == [("a", 1), ("c", 1)]
+
+
+async def test_nested_transactions_join_their_turn(db: Database) -> None:
+    with db.transaction():
+        db.execute("INSERT INTO t VALUES ('a', 1)")
+        with db.transaction():
+            db.execute("INSERT INTO t VALUES ('a', 2)")
+    await db.durable()
+    assert _on_disk(db) == [("a", 1), ("a", 2)]
+
+
+async def test_durable_returns_at_once_when_nothing_is_pending(db: Database) -> None:
+    before = db.commits
+    await db.durable()
+    assert db.commits == before
+
+
+async def test_each_iteration_gets_its_own_group(db: Database) -> None:
+    before = db.commits
+    _turn(db, "a", 1)
+    await db.durable()
+    _turn(db, "a", 2)
+    await db.durable()
+    assert db.commits == before + 2
+
+
+async def test_a_failed_commit_fails_every_turn_of_its_group(db: Database) -> None:
+    db.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    db.execute("CREATE TABLE child (p INTEGER REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)")
+    _turn(db, "a", 1)
+    with db.transaction():
+        db.execute("INSERT INTO child VALUES (42)")  # a deferred check fails at COMMIT
+    with pytest.raises(DurabilityError):
+        await db.durable()
+    assert _on_disk(db) == []
+    _turn(db, "b", 1)  # the connection is usable afterwards
+    await db.durable()
+    assert _on_disk(db) == [("b", 1)]
+
+
+def test_outside_a_loop_every_transaction_commits_at_once(db: Database) -> None:
+    before = db.commits
+    _turn(db, "cli", 1)
+    assert _on_disk(db) == [("cli", 1)]
+    assert db.commits == before + 1
+
+
+async def test_close_commits_an_open_group(tmp_path: Path) -> None:
+    database = Database(tmp_path / "c.db")
+    database.execute("CREATE TABLE t (actor TEXT, n INTEGER)")
+    _turn(database, "a", 1)
+    database.close()
+    reopened = sqlite3.connect(tmp_path / "c.db")
+    assert reopened.execute("SELECT actor, n FROM t").fetchall() == [("a", 1)]
+    reopened.close()
