@@ -88,7 +88,7 @@ serve: bootstrap ## Only the backend on the embedded default, until Ctrl-C
 	$(VENV)/bin/understudy serve
 
 .PHONY: bench
-bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 for the ~1-2 min slice
+bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 for the ~3 min slice
 	$(PY) -m bench $(if $(QUICK),--quick)
 
 clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)

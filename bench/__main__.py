@@ -1,7 +1,8 @@
 """Run the benchmarks, print their tables and target verdicts, write bench/results/<name>.json.
 
-python -m bench                   the full suite (about 30 minutes on a busy 2-core machine)
-python -m bench --quick           a small slice (1 and 10 sessions, 1k devices; 1-2 minutes)
+python -m bench                   the full suite (about 35 minutes on a busy 2-core machine)
+python -m bench --quick           a small slice (1 and 10 sessions, 1k devices, real Chromium
+                                  with smaller samples; about 3 minutes)
 python -m bench --only overhead   one benchmark (repeatable)
 python -m bench --profile         also CPU-profile the server in the top-level phases (slower;
                                   quote figures from runs without it)
@@ -15,12 +16,11 @@ import json
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import overhead, scale
+from bench import overhead, roundtrip, scale, session_create
 from bench._context import Context
 from bench._report import Target, environment
 
@@ -30,34 +30,12 @@ if TYPE_CHECKING:
 RESULTS: Final = Path(__file__).resolve().parent / "results"
 
 
-@dataclass(frozen=True)
-class Planned:
-    """A benchmark of issue 8 that is not in the suite yet, with the module it will live in."""
-
-    module: str
-    summary: str
-    target: str
-
-
 # Order matters only for the printout.
 BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
     "overhead": overhead,
     "scale": scale,
-}
-# The real-Chromium benchmarks join BENCHMARKS when their modules exist; until then the report
-# lists them and their targets as not measured.
-PLANNED: Final[dict[str, Planned]] = {
-    "roundtrip": Planned(
-        "bench/roundtrip.py",
-        "click, type and navigate on one local page through Understudy and directly through "
-        "Playwright over CDP, same run; p50/p95 and the ratio",
-        "governed click and type p50 / Playwright p50 <= 1.0",
-    ),
-    "session_create": Planned(
-        "bench/session_create.py",
-        "POST /v1/sessions to 201 with a real Chromium device",
-        "p50 <= 150 ms",
-    ),
+    "roundtrip": roundtrip,
+    "session_create": session_create,
 }
 
 
@@ -68,7 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n".join(__doc__.splitlines()[1:]),
     )
-    parser.add_argument("--quick", action="store_true", help="run the small slice (~1-2 min)")
+    parser.add_argument("--quick", action="store_true", help="run the small slice (~3 min)")
     parser.add_argument(
         "--only",
         action="append",
@@ -107,7 +85,6 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "environment_before": environment(),
         "benchmarks": {},
-        "planned": {key: vars(planned) for key, planned in PLANNED.items()},
     }
     started = time.monotonic()
     failed: dict[str, str] = {}
@@ -141,10 +118,6 @@ def _print(report: dict[str, Any]) -> list[Target]:
         for table in BENCHMARKS[key].tables(result):
             print("\n" + table.render())
         verdicts += BENCHMARKS[key].targets(result)
-    for planned in PLANNED.values():
-        verdicts.append(
-            Target(planned.summary, planned.target, f"not in bench/ yet ({planned.module})", None)
-        )
     before, after = report["environment_before"], report["environment_after"]
     print(
         f"\nTargets (issue 8); {report['seconds']:.0f} s on {before['cpus']} CPUs, load average "

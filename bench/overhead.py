@@ -237,6 +237,17 @@ async def _send(connection: HttpConnection, session: str, command: dict[str, Any
     return await connection.request("POST", f"/v1/sessions/{session}/commands", body)
 
 
+async def _sqlite_counters(connection: HttpConnection) -> tuple[float, float]:
+    """(transactions, commits) since the server started, from its /metrics."""
+    reply = await connection.request("GET", "/metrics")
+    found = dict.fromkeys(("understudy_sqlite_transactions", "understudy_sqlite_commits"), 0.0)
+    for line in reply.body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in found:
+            found[name] = float(value)
+    return found["understudy_sqlite_transactions"], found["understudy_sqlite_commits"]
+
+
 async def _phase(
     server: Server,
     host_pid: int,
@@ -276,6 +287,7 @@ async def _phase(
                 ids.append((session, command_id))
 
     load_before = os.getloadavg()[0]
+    sqlite_before = await _sqlite_counters(connections[0])
     before = server.sample()
     host_before = sample(host_pid).cpu_s
     client_before = time.process_time()
@@ -283,9 +295,11 @@ async def _phase(
     await asyncio.gather(*(loop(c, s) for c, s in zip(connections, sessions, strict=True)))
     wall = time.perf_counter() - started
     after = server.sample()
+    sqlite_after = await _sqlite_counters(connections[0])
     host_cpu = sample(host_pid).cpu_s - host_before
     server_cpu = after.cpu_s - before.cpu_s
-    per_command = 1000 / max(len(latencies), 1)
+    per_command_n = max(len(latencies), 1)
+    per_command = 1000 / per_command_n
     client_cpu = time.process_time() - client_before
     return (
         {
@@ -305,6 +319,9 @@ async def _phase(
             "devices_cpu_ms_per_command": host_cpu * per_command,
             "loadgen_cpu_ms_per_command": client_cpu * per_command,
             "loadavg_1m": [load_before, os.getloadavg()[0]],
+            # From /metrics: transactions and COMMITs (fsyncs under FULL) per measured command.
+            "transactions_per_command": (sqlite_after[0] - sqlite_before[0]) / per_command_n,
+            "commits_per_command": (sqlite_after[1] - sqlite_before[1]) / per_command_n,
         },
         ids,
     )
@@ -357,6 +374,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "server p50 ms",
             "server p99 ms",
             "server CPU ms/cmd",
+            "txn/cmd",
+            "commits/cmd",
         ],
     )
     for setting, data in result["settings"].items():
@@ -374,6 +393,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
                     fmt(server.get("p50", math.nan)),
                     fmt(server.get("p99", math.nan)),
                     fmt(phase["server_cpu_ms_per_command"]),
+                    fmt(phase.get("transactions_per_command", math.nan)),
+                    fmt(phase.get("commits_per_command", math.nan)),
                 ]
             )
         table.notes.append(

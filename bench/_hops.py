@@ -1,0 +1,375 @@
+"""Where a governed write spends its time: one timeline per command across the three processes.
+
+Stamps, all on this machine's wall clock:
+
+- the load generator: the request written and the reply read (``time.time()``);
+- the server: ``admitted_at`` (start of the admission turn) and ``completed_at`` (start of the
+  turn that persists the outcome), from the command's SQLite row;
+- the extension's service worker: each session-socket frame sent or handed to its ``onmessage``
+  handler (``write_prepare``, ``write_ready``, ``write_grant``, ``result``), and the start and end
+  of every ``chrome.debugger.sendCommand``, ``chrome.storage.session`` write and ``chrome.tabs.get``
+  (``performance.timeOrigin + performance.now()``).
+
+The "of which" parts of the extension's execution are sums of call durations. Calls that overlap
+(during a navigation, ``Fetch.continueRequest`` and the storage writes of the new document run
+while ``Page.navigate`` and the wait for ``load`` are pending) make "the rest" a lower bound.
+
+The service-worker stamps come from wrappers installed by ``Runtime.evaluate`` over a DevTools
+connection to the worker, opened only to install them and to read them back (closed while the
+commands run). The wrappers live in the running worker's memory, not in the extension's files,
+and see only the session created after they were installed (its socket is built by the wrapped
+``WebSocket``); they keep the frame type and command id, never a frame's content. The worker's
+clock is matched to the load generator's by a few ``Runtime.evaluate`` round trips (the one with
+the shortest round trip wins; its half round trip bounds the error, reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+import websockets
+
+from bench._report import fmt
+from bench._stats import summary
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from bench._chromium import Rig
+
+# Installs the wrappers once per worker; answers which of them took.
+INSTALL: Final = r"""(() => {
+  if (globalThis.__benchTrace !== undefined) return {already: true};
+  const trace = [];
+  globalThis.__benchTrace = trace;
+  const now = () => performance.timeOrigin + performance.now();
+  const TYPE = /"type":"([a-z_]+)"/;
+  const ID = /"commandId":"([0-9a-f-]{36})"/;
+  const frame = (kind, data) => {
+    if (typeof data !== "string") return;
+    const head = data.slice(0, 512);
+    const type = TYPE.exec(head);
+    const id = ID.exec(head);
+    const at = now();
+    trace.push([kind, type === null ? "?" : type[1], id === null ? null : id[1], at, at]);
+  };
+  const Base = globalThis.WebSocket;
+  globalThis.WebSocket = class extends Base {
+    constructor(...args) {
+      super(...args);
+      const at = now();
+      trace.push(["socket", "new", null, at, at]);
+      this.addEventListener("open", () => {
+        const opened = now();
+        trace.push(["socket", "open", null, opened, opened]);
+      });
+    }
+    send(data) {
+      frame("send", data);
+      return super.send(data);
+    }
+    set onmessage(handler) {
+      super.onmessage = handler === null ? null : (event) => {
+        frame("recv", event.data);
+        return handler(event);
+      };
+    }
+    get onmessage() {
+      return super.onmessage;
+    }
+  };
+  const wrapped = {};
+  const wrap = (object, name, kind, label) => {
+    const original = object[name];
+    const timed = async function (...args) {
+      const start = now();
+      try {
+        return await original.apply(object, args);
+      } finally {
+        trace.push([kind, label(args), null, start, now()]);
+      }
+    };
+    object[name] = timed;
+    wrapped[`${kind}.${name}`] = object[name] === timed;
+  };
+  wrap(chrome.debugger, "sendCommand", "cdp", (args) => String(args[1]));
+  wrap(chrome.debugger, "attach", "attach", () => "debugger.attach");
+  wrap(chrome.windows, "create", "windows", () => "windows.create");
+  wrap(chrome.storage.session, "get", "storage", () => "session.get");
+  wrap(chrome.storage.session, "set", "storage", () => "session.set");
+  wrap(chrome.storage.session, "remove", "storage", () => "session.remove");
+  wrap(chrome.tabs, "get", "tabs", () => "tabs.get");
+  wrapped.WebSocket = globalThis.WebSocket !== Base;
+  return wrapped;
+})()"""
+READ: Final = (
+    "JSON.stringify(globalThis.__benchTrace === undefined ? null : "
+    "globalThis.__benchTrace.splice(0))"
+)
+NOW: Final = "performance.timeOrigin + performance.now()"
+CALIBRATION_ROUNDS: Final = 7
+
+# The hops of a write, in order; each is the difference of two stamps (see module docstring).
+HOPS: Final = [
+    ("http_to_admission", "client -> admission turn (HTTP, auth, checks)"),
+    ("admission_to_prepare", "admission commit -> write_prepare at the extension"),
+    ("extension_prepare", "extension: journal 'prepared' -> write_ready sent"),
+    ("ready_to_grant", "write_ready -> write_grant at the extension (server turn, commit)"),
+    ("extension_execute", "extension: write_grant -> result sent"),
+    ("result_to_outcome", "result -> outcome turn in the server"),
+    ("outcome_to_reply", "outcome turn (commit) -> HTTP reply at the client"),
+]
+# What the extension's execution window (write_grant -> result) is made of.
+EXECUTE_PARTS: Final = [
+    ("execute_cdp", "  of which chrome.debugger.sendCommand"),
+    ("execute_storage", "  of which chrome.storage.session writes"),
+    ("execute_tabs", "  of which chrome.tabs.get"),
+    ("execute_other", "  of which the rest (queue, JS, waiting for events)"),
+]
+_ids = itertools.count(1)
+
+
+class WorkerConsole:
+    """One DevTools connection to the extension's service worker (``Runtime.evaluate`` only)."""
+
+    def __init__(self, connection: Any) -> None:
+        self._ws = connection
+
+    async def evaluate(self, expression: str) -> Any:
+        ident = next(_ids)
+        params = {"expression": expression, "awaitPromise": True, "returnByValue": True}
+        request = {"id": ident, "method": "Runtime.evaluate", "params": params}
+        await self._ws.send(json.dumps(request))
+        while True:
+            message = json.loads(await asyncio.wait_for(self._ws.recv(), timeout=15))
+            if message.get("id") != ident:
+                continue
+            if "error" in message:
+                raise RuntimeError(f"Runtime.evaluate failed: {message['error']}")
+            result = message["result"]
+            if "exceptionDetails" in result:
+                raise RuntimeError(f"evaluate threw: {result['exceptionDetails'].get('text')}")
+            return result["result"].get("value")
+
+    async def clock_offset_ms(self) -> tuple[float, float]:
+        """(worker clock - load generator clock, half of the best round trip), in ms."""
+        best: tuple[float, float] | None = None
+        for _ in range(CALIBRATION_ROUNDS):
+            before = time.time() * 1000
+            remote = float(await self.evaluate(NOW))
+            after = time.time() * 1000
+            half = (after - before) / 2
+            if best is None or half < best[1]:
+                best = (remote - (before + half), half)
+        assert best is not None  # noqa: S101 - CALIBRATION_ROUNDS > 0
+        return best
+
+
+async def open_worker(rig: Rig) -> tuple[WorkerConsole, Any]:
+    """A console on the extension's service worker, and the connection to close afterwards."""
+    from bench._chromium import EXTENSION_ORIGIN
+
+    deadline = time.monotonic() + 15
+    while True:
+        workers = [
+            t
+            for t in await rig.browser.devtools.targets()
+            if t.type == "service_worker" and t.url.startswith(EXTENSION_ORIGIN)
+        ]
+        if workers:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("the extension's service worker is not running")
+        await asyncio.sleep(0.2)
+    connection = await websockets.connect(workers[0].ws_url, max_size=None, open_timeout=5)
+    return WorkerConsole(connection), connection
+
+
+async def install(rig: Rig) -> dict[str, Any]:
+    """Install the wrappers; returns which took and the clock offset before the commands."""
+    console, connection = await open_worker(rig)
+    try:
+        wrapped: dict[str, Any] = await console.evaluate(INSTALL)
+        if not wrapped.get("already") and not all(wrapped.values()):
+            raise RuntimeError(f"the service worker refused a timing wrapper: {wrapped}")
+        offset, error = await console.clock_offset_ms()
+    finally:
+        await connection.close()
+    return {"wrapped": wrapped, "offset_ms": offset, "offset_error_ms": error}
+
+
+async def collect(rig: Rig) -> tuple[list[list[Any]], float, float]:
+    """The trace recorded since the last read, and the clock offset measured now."""
+    console, connection = await open_worker(rig)
+    try:
+        raw = await console.evaluate(READ)
+        if raw is None:
+            raise RuntimeError("the service worker restarted: its timing wrappers are gone")
+        offset, error = await console.clock_offset_ms()
+    finally:
+        await connection.close()
+    trace: list[list[Any]] = json.loads(raw)
+    return trace, offset, error
+
+
+def server_stamps(db_path: Path, session_id: str, ids: list[str]) -> dict[str, tuple[float, float]]:
+    """command id -> (admitted_at, completed_at) in ms of the server's wall clock."""
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        stamps = {}
+        for command_id in ids:
+            row = connection.execute(
+                "SELECT admitted_at, completed_at FROM commands "
+                "WHERE session_id = ? AND command_id = ?",
+                (session_id, command_id),
+            ).fetchone()
+            if row is not None and row[1] is not None:
+                stamps[command_id] = (row[0] * 1000, row[1] * 1000)
+        return stamps
+    finally:
+        connection.close()
+
+
+def breakdown(
+    client: dict[str, tuple[float, float]],
+    server: dict[str, tuple[float, float]],
+    trace: list[list[Any]],
+    offset_ms: float,
+) -> dict[str, Any]:
+    """Per hop (ms): summaries over the commands that have every stamp, and per call made
+    between ``write_grant`` and ``result`` (CDP method, storage or tabs call).
+
+    ``client`` maps a command id to (request written, reply read) in ms of the wall clock;
+    ``offset_ms`` is the worker's clock minus the load generator's.
+    """
+    frames: dict[tuple[str, str, str], float] = {}
+    calls: list[tuple[str, str, float, float]] = []
+    for kind, label, command_id, start, end in trace:
+        if kind in ("send", "recv"):
+            if command_id is not None:
+                frames.setdefault((kind, label, command_id), start - offset_ms)
+        else:
+            calls.append((kind, label, start - offset_ms, end - offset_ms))
+    hops: dict[str, list[float]] = {key: [] for key, _ in HOPS + EXECUTE_PARTS}
+    hops["total"] = []
+    by_call: dict[str, list[float]] = {}
+    for command_id, (sent, replied) in client.items():
+        stamps = server.get(command_id)
+        prepare = frames.get(("recv", "write_prepare", command_id))
+        ready = frames.get(("send", "write_ready", command_id))
+        grant = frames.get(("recv", "write_grant", command_id))
+        result = frames.get(("send", "result", command_id))
+        if stamps is None or None in (prepare, ready, grant, result):
+            continue
+        assert prepare is not None and ready is not None  # noqa: S101 - checked above
+        assert grant is not None and result is not None  # noqa: S101
+        admitted, completed = stamps
+        inside = [c for c in calls if grant <= c[2] <= result]
+        spent = {
+            kind: sum(c[3] - c[2] for c in inside if c[0] == kind)
+            for kind in ("cdp", "storage", "tabs")
+        }
+        for _, label, start, end in inside:
+            by_call.setdefault(label, []).append(end - start)
+        execute = result - grant
+        values = {
+            "http_to_admission": admitted - sent,
+            "admission_to_prepare": prepare - admitted,
+            "extension_prepare": ready - prepare,
+            "ready_to_grant": grant - ready,
+            "extension_execute": execute,
+            "result_to_outcome": completed - result,
+            "outcome_to_reply": replied - completed,
+            "execute_cdp": spent["cdp"],
+            "execute_storage": spent["storage"],
+            "execute_tabs": spent["tabs"],
+            "execute_other": execute - spent["cdp"] - spent["storage"] - spent["tabs"],
+            "total": replied - sent,
+        }
+        for key, value in values.items():
+            hops[key].append(value)
+    return {
+        "commands": len(hops["total"]),
+        "hops_ms": {key: summary(values) for key, values in hops.items()},
+        "calls_ms": {label: summary(values) for label, values in by_call.items()},
+    }
+
+
+# The steps of an unattended session creation, as the extension's calls and frames show them.
+CREATE_STEPS: Final = [
+    ("post_to_provision", "POST -> provision at the extension (HTTP, allocation, device frame)"),
+    ("open_tab", "extension: chrome.windows.create (unfocused window, blank tab)"),
+    ("storage", "extension: chrome.storage.session reads and writes"),
+    ("attach", "extension: chrome.debugger.attach"),
+    ("guards", "extension: CDP set-up calls (Fetch, Target, Page, Emulation)"),
+    ("provision_rest", "extension: the rest of provisioning (JS, awaits)"),
+    ("ack_to_ticket", "provision_ack -> session ticket at the extension (server turn)"),
+    ("socket_open", "session socket: constructed -> open (ticket checked, upgrade)"),
+    ("hello", "open -> hello sent (tab read)"),
+    ("hello_to_reply", "hello -> 201 at the client (server's hello turn, commit, reply)"),
+]
+
+
+def create_breakdown(
+    spans: list[tuple[float, float]], trace: list[list[Any]], offset_ms: float
+) -> dict[str, Any]:
+    """Per step of a session creation (ms), from the client's (request, reply) wall-clock spans.
+
+    Each creation is read from the trace entries inside its span: the first
+    ``chrome.windows.create`` marks the provision frame's arrival, the session socket's
+    construction the session ticket's arrival, and ``hello`` the end of the extension's part
+    (the ``201`` may reach the client before ``hello_ack`` reaches the extension). Everything
+    between the end of ``chrome.windows.create`` and the socket's construction that is not a
+    storage, ``debugger.attach`` or CDP call is provisioning's rest (JS, awaits).
+    """
+    entries = [(k, label, start - offset_ms, end - offset_ms) for k, label, _, start, end in trace]
+    steps: dict[str, list[float]] = {key: [] for key, _ in CREATE_STEPS}
+    steps["total"] = []
+    for sent, replied in spans:
+        inside = sorted((e for e in entries if sent <= e[2] <= replied), key=lambda e: e[2])
+
+        def first(kind: str, label: str, among: list[tuple[str, str, float, float]]) -> Any:
+            return next((e for e in among if e[0] == kind and e[1] == label), None)
+
+        window = first("windows", "windows.create", inside)
+        socket_new = first("socket", "new", inside)
+        socket_open = first("socket", "open", inside)
+        hello = first("send", "hello", inside)
+        if None in (window, socket_new, socket_open, hello):
+            continue
+        provisioning = [e for e in inside if window[3] <= e[2] < socket_new[2]]
+        spent = {
+            kind: sum(e[3] - e[2] for e in provisioning if e[0] == kind)
+            for kind in ("storage", "attach", "cdp")
+        }
+        provision_end = max([window[3], *(e[3] for e in provisioning)])
+        values = {
+            "post_to_provision": window[2] - sent,
+            "open_tab": window[3] - window[2],
+            "storage": spent["storage"],
+            "attach": spent["attach"],
+            "guards": spent["cdp"],
+            "provision_rest": provision_end - window[3] - sum(spent.values()),
+            "ack_to_ticket": socket_new[2] - provision_end,
+            "socket_open": socket_open[2] - socket_new[2],
+            "hello": hello[2] - socket_open[2],
+            "hello_to_reply": replied - hello[2],
+            "total": replied - sent,
+        }
+        for key, value in values.items():
+            steps[key].append(value)
+    return {"creations": len(steps["total"]), "steps_ms": {k: summary(v) for k, v in steps.items()}}
+
+
+def clock_note(measured: dict[str, Any]) -> str:
+    """The table note on how well the worker's clock was matched to the runner's."""
+    before, after = measured["clock_offset_ms"]
+    return (
+        f"worker clock offset {fmt(before)} / {fmt(after)} ms (before / after), error <= "
+        f"{fmt(measured['clock_offset_error_ms'])} ms"
+    )
