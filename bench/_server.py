@@ -76,6 +76,7 @@ class Server:
         device_tenants: Device id to tenant, for devices outside the ``bench`` tenant.
         telemetry: Write content-free telemetry to ``data_dir/telemetry.jsonl``.
         profile: Run under ``bench._cprofile_serve`` so phases can be CPU-profiled.
+        group_commit: ``UNDERSTUDY_SQLITE_GROUP_COMMIT``.
     """
 
     data_dir: Path
@@ -84,6 +85,7 @@ class Server:
     device_tenants: Mapping[str, str] = field(default_factory=dict)
     telemetry: bool = True
     profile: bool = False
+    group_commit: bool = True
     port: int = field(default_factory=free_port)
     api_key: str = ""
     process: asyncio.subprocess.Process | None = None
@@ -124,6 +126,7 @@ class Server:
             UNDERSTUDY_HOST=self.host,
             UNDERSTUDY_PORT=str(self.port),
             UNDERSTUDY_SQLITE_SYNCHRONOUS=self.synchronous,
+            UNDERSTUDY_SQLITE_GROUP_COMMIT=str(self.group_commit).lower(),
             UNATTENDED_ENABLED_TENANTS=json.dumps([TENANT]),
             QUOTA_POLICY=json.dumps(RAISED_QUOTAS),
         )

@@ -22,7 +22,11 @@ DB_FILE = "understudy.db"
 def open_database(settings: Settings) -> Database:
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = settings.data_dir / DB_FILE
-    db = Database(path, synchronous=settings.sqlite_synchronous)
+    db = Database(
+        path,
+        synchronous=settings.sqlite_synchronous,
+        group_commit=settings.sqlite_group_commit,
+    )
     os.chmod(path, 0o600)
     return db
 

@@ -90,6 +90,7 @@ class Settings:
     )
     master_key: bytes | None = field(default=None, repr=False)
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    sqlite_group_commit: bool = True
     allowed_socket_origins: frozenset[str] = (
         frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
     )
@@ -262,6 +263,17 @@ def _synchronous(value: object, name: str) -> Literal["FULL", "NORMAL"]:
     raise ConfigError(f"{name}: give FULL (survives power loss, the default) or NORMAL")
 
 
+def _switch(value: object, name: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = _text(value, name).lower()
+    if word in ("1", "true", "on", "yes"):
+        return True
+    if word in ("0", "false", "off", "no"):
+        return False
+    raise ConfigError(f"{name}: give true or false")
+
+
 def _socket_origins(value: object, name: str) -> frozenset[str]:
     example = 'give a JSON list like ["chrome-extension://<32-letter extension id>"]'
     data = _json(value, name, example)
@@ -295,6 +307,7 @@ _FIELDS: Final[dict[str, tuple[str, Callable[[object, str], Any]]]] = {
     "device_tokens": ("DEVICE_TOKENS", _device_tokens),
     "master_key": ("UNDERSTUDY_MASTER_KEY", _master_key),
     "sqlite_synchronous": ("UNDERSTUDY_SQLITE_SYNCHRONOUS", _synchronous),
+    "sqlite_group_commit": ("UNDERSTUDY_SQLITE_GROUP_COMMIT", _switch),
     "allowed_socket_origins": ("UNDERSTUDY_ALLOWED_SOCKET_ORIGINS", _socket_origins),
     "telemetry_path": ("UNDERSTUDY_TELEMETRY_PATH", _optional_path),
 }

@@ -29,6 +29,7 @@ def test_defaults_follow_the_seed() -> None:
     assert settings.public_url == "http://127.0.0.1:8787"
     assert settings.unattended_enabled_tenants == frozenset()
     assert settings.sqlite_synchronous == "FULL"
+    assert settings.sqlite_group_commit is True
     assert settings.master_key is None
     assert settings.telemetry_path is None
     assert dict(settings.device_tokens) == {}
@@ -53,6 +54,7 @@ def test_environment_sets_service_fields() -> None:
             "UNDERSTUDY_PUBLIC_URL": "https://understudy.example/",
             "UNDERSTUDY_MASTER_KEY": base64.b64encode(key).decode(),
             "UNDERSTUDY_SQLITE_SYNCHRONOUS": "normal",
+            "UNDERSTUDY_SQLITE_GROUP_COMMIT": "off",
             "UNDERSTUDY_TELEMETRY_PATH": "/tmp/t.jsonl",  # noqa: S108 - never opened
             "UNATTENDED_ENABLED_TENANTS": '["acme", "globex"]',
         }
@@ -63,9 +65,15 @@ def test_environment_sets_service_fields() -> None:
     assert settings.socket_base_url == "wss://understudy.example"
     assert settings.master_key == key
     assert settings.sqlite_synchronous == "NORMAL"
+    assert settings.sqlite_group_commit is False
     assert settings.telemetry_path == Path("/tmp/t.jsonl")  # noqa: S108
     assert settings.unattended_enabled_tenants == {"acme", "globex"}
     assert key.hex() not in repr(settings)
+
+
+def test_group_commit_switch_refuses_other_words() -> None:
+    with pytest.raises(ConfigError, match="UNDERSTUDY_SQLITE_GROUP_COMMIT: give true or false"):
+        load_settings({"UNDERSTUDY_SQLITE_GROUP_COMMIT": "sometimes"})
 
 
 def test_public_url_follows_host_and_port_and_brackets_ipv6() -> None:
