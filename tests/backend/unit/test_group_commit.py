@@ -127,3 +127,14 @@ async def test_close_commits_an_open_group(tmp_path: Path) -> None:
     reopened = sqlite3.connect(tmp_path / "c.db")
     assert reopened.execute("SELECT actor, n FROM t").fetchall() == [("a", 1)]
     reopened.close()
+
+
+async def test_switched_off_every_turn_commits_on_its_own(tmp_path: Path) -> None:
+    database = Database(tmp_path / "off.db", group_commit=False)
+    database.execute("CREATE TABLE t (actor TEXT, n INTEGER)")
+    before = database.commits
+    _turn(database, "a", 1)
+    _turn(database, "b", 1)
+    assert _on_disk(database) == [("a", 1), ("b", 1)]  # durable before any await
+    assert database.commits == before + 2
+    database.close()
