@@ -1,6 +1,6 @@
 /**
  * The CDP side of one controlled tab: the attachment, its guards and its document generations.
- * On attach it installs the origin guard (Fetch) and the auto-attach pause before anything else,
+ * On set-up it sends the origin guard (Fetch) and the auto-attach pause ahead of the other calls,
  * turns on focus emulation (a click on a tab that is not in front otherwise stalls ~5 s on
  * Chromium 156), and learns the main frame. Events then drive the guards, bump the ref
  * generation on each new main-frame document, and surface JavaScript dialogs.
@@ -56,17 +56,34 @@ export class ControlledTab {
     this.refs = new RefTable(generation);
   }
 
-  /** Attaches and installs the guards; throws when Chrome refuses the attachment. */
+  /** Attaches the debugger; throws when Chrome refuses the attachment. `setUp` follows. */
   async attach(): Promise<void> {
     await this.cdp.attach();
-    // Guards first: from here on no main-frame document request and no related target runs unchecked.
-    await this.cdp.sendUnchecked("Fetch.enable", { patterns: ORIGIN_GUARD_PATTERNS });
-    await this.cdp.sendUnchecked("Target.setAutoAttach", AUTO_ATTACH_PARAMS);
-    await this.cdp.sendUnchecked("Page.enable", {});
-    await this.cdp.sendUnchecked("Page.setLifecycleEventsEnabled", { enabled: true });
-    await this.cdp.sendUnchecked("Emulation.setFocusEmulationEnabled", { enabled: true });
-    const tree = (await this.cdp.sendUnchecked("Page.getFrameTree", {})) as { frameTree?: { frame?: { id?: string } } };
-    this.mainFrameId = tree.frameTree?.frame?.id;
+  }
+
+  /**
+   * Installs the guards, turns on the page events and focus emulation, and learns the main frame.
+   * None of these calls needs another's answer, so all are sent at once, the guards first. The
+   * caller uses the tab only after every call answered, so from then on no main-frame document
+   * request and no related target runs unchecked, as when each call waited for the one before;
+   * none of the other calls starts a request or a target. Resolves once every call answered;
+   * rejects, once all settled, with the first failure in the order above.
+   */
+  async setUp(): Promise<void> {
+    const calls: readonly (readonly [string, object])[] = [
+      ["Fetch.enable", { patterns: ORIGIN_GUARD_PATTERNS }],
+      ["Target.setAutoAttach", AUTO_ATTACH_PARAMS],
+      ["Page.enable", {}],
+      ["Page.setLifecycleEventsEnabled", { enabled: true }],
+      ["Emulation.setFocusEmulationEnabled", { enabled: true }],
+      ["Page.getFrameTree", {}],
+    ];
+    const answers = await Promise.allSettled(calls.map(([method, params]) => this.cdp.sendUnchecked(method, params)));
+    const failure = answers.find((answer) => answer.status === "rejected");
+    if (failure !== undefined) throw failure.reason;
+    const tree = answers.at(-1);
+    const frameTree = tree?.status === "fulfilled" ? (tree.value as { frameTree?: { frame?: { id?: string } } }).frameTree : undefined;
+    this.mainFrameId = frameTree?.frame?.id;
   }
 
   setPolicy(policy: OriginPolicy): void {

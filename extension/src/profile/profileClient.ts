@@ -68,17 +68,20 @@ export class ProfileClient {
   private lastAckAt = 0;
   private healthQueued = false;
   private started: Promise<void> | undefined;
+  /** The worker's one lease store: the runtimes write through it, and start-up reads it. */
+  private readonly leases: LeaseStore;
 
   constructor(private readonly deps: ProfileDeps) {
     this.newId = deps.newId ?? (() => crypto.randomUUID());
     this.now = deps.now ?? (() => Date.now());
     const { chrome } = deps;
+    this.leases = new LeaseStore(chrome.storage.session);
     this.manager = new SessionManager({
       chrome,
       socketFactory: deps.socketFactory,
       log: deps.log,
       health: this.health,
-      leases: new LeaseStore(chrome.storage.session),
+      leases: this.leases,
       capabilities: CAPABILITIES,
       emitHealth: () => {
         this.emitHealth();
@@ -129,7 +132,7 @@ export class ProfileClient {
     log.info("browser_epoch", { fresh: epoch.isNew });
     await this.applyConfig(await loadEnrollment(chrome.storage));
     // A disabled device controls nothing; its runtimes were released when it was disabled.
-    if (this.loaded.config?.enabled === true) await this.manager.restore(await new LeaseStore(chrome.storage.session).load());
+    if (this.loaded.config?.enabled === true) await this.manager.restore(await this.leases.load());
     await chrome.alarms.create(KEEPALIVE_ALARM_NAME, KEEPALIVE_ALARM_PERIOD_MINUTES);
     this.connectIfIdle();
   }

@@ -29,9 +29,10 @@ export class DialogOutbox {
     private readonly sessionId: string,
   ) {}
 
-  async load(): Promise<void> {
+  /** Loads the persisted records; `items`, when given, is a storage read that included this key. */
+  async load(items?: Readonly<Record<string, unknown>>): Promise<void> {
     await this.chain.run(async () => {
-      const stored = (await this.area.get([outboxKey(this.sessionId)]))[outboxKey(this.sessionId)];
+      const stored = (items ?? (await this.area.get([outboxKey(this.sessionId)])))[outboxKey(this.sessionId)];
       this.records = Array.isArray(stored) ? (stored as DialogRecord[]) : [];
     });
   }

@@ -22,31 +22,47 @@ export interface LeaseRecord {
   readonly browserEpoch: string;
 }
 
+/**
+ * The service worker keeps one LeaseStore, the only writer of LEASES_KEY (a worker restart or a
+ * browser restart starts a new store, and chrome.storage.session is per extension). So after the
+ * first read it keeps what storage holds in memory, updated only once a write succeeded, and reads
+ * storage no more; a change that leaves the list as it is writes nothing.
+ */
 export class LeaseStore {
   private readonly chain = new SerialChain();
+  private records: readonly LeaseRecord[] | undefined;
 
   constructor(private readonly area: StorageArea) {}
 
   load(): Promise<LeaseRecord[]> {
-    return this.chain.run(() => this.read());
+    return this.chain.run(async () => [...(await this.read())]);
   }
 
   put(record: LeaseRecord): Promise<void> {
     return this.chain.run(async () => {
-      const records = (await this.read()).filter((r) => r.leaseId !== record.leaseId);
-      await this.area.set({ [LEASES_KEY]: [...records, record] });
+      const records = await this.read();
+      await this.write(records, [...records.filter((r) => r.leaseId !== record.leaseId), record]);
     });
   }
 
   remove(leaseId: string): Promise<void> {
     return this.chain.run(async () => {
-      const records = (await this.read()).filter((r) => r.leaseId !== leaseId);
-      await this.area.set({ [LEASES_KEY]: records });
+      const records = await this.read();
+      await this.write(records, records.filter((r) => r.leaseId !== leaseId));
     });
   }
 
-  private async read(): Promise<LeaseRecord[]> {
-    const stored = (await this.area.get([LEASES_KEY]))[LEASES_KEY];
-    return Array.isArray(stored) ? (stored as LeaseRecord[]) : [];
+  private async read(): Promise<readonly LeaseRecord[]> {
+    if (this.records === undefined) {
+      const stored = (await this.area.get([LEASES_KEY]))[LEASES_KEY];
+      this.records = Array.isArray(stored) ? (stored as LeaseRecord[]) : [];
+    }
+    return this.records;
+  }
+
+  private async write(current: readonly LeaseRecord[], next: readonly LeaseRecord[]): Promise<void> {
+    if (JSON.stringify(next) === JSON.stringify(current)) return;
+    await this.area.set({ [LEASES_KEY]: next });
+    this.records = next;
   }
 }

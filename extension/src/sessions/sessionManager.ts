@@ -105,13 +105,16 @@ export class SessionManager {
         await this.deps.leases.remove(record.leaseId);
         continue;
       }
+      // The session's journal and outbox are read while the tab is looked up.
+      const stored = SessionRuntime.readStored(this.deps, record.sessionId);
+      stored.catch(() => undefined); // observed by start; not left unhandled when the tab is gone
       const tab = await this.deps.chrome.tabs.get(record.tabId);
       if (tab === undefined) {
         await this.deps.leases.remove(record.leaseId);
         continue;
       }
       try {
-        this.index(await SessionRuntime.start(this.deps, record, true));
+        this.index(await SessionRuntime.start(this.deps, record, true, stored));
       } catch {
         this.deps.log.warn("restore_attach_failed");
         await this.deps.leases.remove(record.leaseId);
@@ -137,6 +140,10 @@ export class SessionManager {
     }
     this.reserved += 1;
     let tabId: number | undefined;
+    // The session's journal and outbox are read while Chrome opens the window (their keys depend
+    // only on the session id); `start` awaits the read before it attaches, as it always did.
+    const stored = SessionRuntime.readStored(this.deps, frame.sessionId);
+    stored.catch(() => undefined); // observed by start; not left unhandled when the window fails
     try {
       const tab = await this.deps.chrome.windows.createUnfocusedBlank();
       tabId = tab.id;
@@ -150,7 +157,7 @@ export class SessionManager {
         generation: 1,
         browserEpoch: this.deps.browserEpoch(),
       };
-      this.index(await SessionRuntime.start(this.deps, record, false));
+      this.index(await SessionRuntime.start(this.deps, record, false, stored));
       return { ...base, outcome: "provisioned", tabId: tab.id };
     } catch {
       this.deps.log.warn("provision_failed");

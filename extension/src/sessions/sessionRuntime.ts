@@ -24,11 +24,11 @@ import { socketUrlMatchesService, withTicket } from "../net/urls";
 import { reconnectDelayMs } from "../profile/backoff";
 import { decodeSessionServerFrame } from "../protocol/decode";
 import { CommandQueue } from "./commandQueue";
-import { DialogOutbox } from "./dialogOutbox";
+import { DialogOutbox, outboxKey } from "./dialogOutbox";
 import type { LeaseRecord, SessionMode } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { CommandFlow } from "./commandFlow";
-import { WriteJournal } from "./writeJournal";
+import { WriteJournal, journalKey } from "./writeJournal";
 
 const MAX_TAB_URL = 8192;
 const MAX_TAB_TITLE = 4096;
@@ -110,16 +110,46 @@ export class SessionRuntime {
   }
 
   /**
+   * Reads a session's write journal and dialog outbox from chrome.storage.session in one call. A
+   * provision starts it before opening the tab (the keys depend only on the session id) and hands
+   * the promise to `start`.
+   */
+  static readStored(deps: RuntimeDeps, sessionId: string): Promise<Record<string, unknown>> {
+    return deps.chrome.storage.session.get([journalKey(sessionId), outboxKey(sessionId)]);
+  }
+
+  /**
    * Builds a runtime, loads its journal and outbox from chrome.storage.session, attaches CDP and
    * persists the lease. A restored runtime (service-worker restart) starts a fresh ref generation.
+   *
+   * As before, the journal and outbox are loaded before the debugger attaches, and the lease is
+   * written only once the debugger is attached; the lease write then runs alongside the CDP
+   * set-up calls, and is taken back if the set-up fails, so a runtime that did not start leaves
+   * no lease record behind (a restore removes the record of a runtime that did not start anyway).
+   * The runtime is returned, and so used, only after everything answered.
    */
-  static async start(deps: RuntimeDeps, record: LeaseRecord, restored: boolean): Promise<SessionRuntime> {
+  static async start(
+    deps: RuntimeDeps,
+    record: LeaseRecord,
+    restored: boolean,
+    stored: Promise<Record<string, unknown>> = SessionRuntime.readStored(deps, record.sessionId),
+  ): Promise<SessionRuntime> {
     const generation = Math.max(initialGeneration(deps.now()), restored ? record.generation + 1 : 1);
     const runtime = new SessionRuntime({ ...record, generation }, deps);
-    await runtime.journal.load();
-    await runtime.outbox.load();
+    const items = await stored;
+    await runtime.journal.load(items);
+    await runtime.outbox.load(items);
     await runtime.tab.attach();
-    await runtime.persist(runtime.record);
+    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist(runtime.record)]);
+    if (setUp.status === "rejected") {
+      if (persisted.status === "fulfilled") {
+        await deps.leases.remove(record.leaseId).catch(() => {
+          deps.log.warn("lease_remove_failed");
+        });
+      }
+      throw setUp.reason;
+    }
+    if (persisted.status === "rejected") throw persisted.reason;
     return runtime;
   }
 

@@ -59,10 +59,13 @@ export class WriteJournal {
     private readonly sessionId: string,
   ) {}
 
-  /** Loads the persisted entries (after a service-worker restart). */
-  async load(): Promise<void> {
+  /**
+   * Loads the persisted entries (after a service-worker restart). `items` is what a storage read
+   * that included this journal's key returned, so one read can serve several stores.
+   */
+  async load(items?: Readonly<Record<string, unknown>>): Promise<void> {
     await this.chain.run(async () => {
-      const stored = (await this.area.get([journalKey(this.sessionId)]))[journalKey(this.sessionId)];
+      const stored = (items ?? (await this.area.get([journalKey(this.sessionId)])))[journalKey(this.sessionId)];
       this.entries = Array.isArray(stored) ? (stored as JournalEntry[]) : [];
     });
   }
@@ -101,7 +104,10 @@ export class WriteJournal {
   /** Drops entries (acknowledged results, cancelled preparations, writes declared unknown). */
   async drop(commandIds: readonly string[]): Promise<void> {
     const ids = new Set(commandIds);
-    await this.mutate((entries) => ({ entries: entries.filter((e) => !ids.has(e.commandId)), entry: undefined }));
+    await this.mutate((entries) => {
+      const kept = entries.filter((e) => !ids.has(e.commandId));
+      return { entries: kept.length === entries.length ? entries : kept, entry: undefined };
+    });
   }
 
   /** Removes the whole journal (the lease ended). */
@@ -127,9 +133,15 @@ export class WriteJournal {
     });
   }
 
+  /**
+   * Applies `change` to the entries. A change that returns the same array (a repeated prepare, a
+   * drop of absent ids) writes nothing: once loaded, memory holds only what storage holds, so
+   * storage already has it.
+   */
   private mutate<T>(change: (entries: JournalEntry[]) => { entries: JournalEntry[]; entry: T }): Promise<T> {
     return this.chain.run(async () => {
       const { entries, entry } = change(this.entries);
+      if (entries === this.entries) return entry;
       // Persist first; memory follows only once storage holds the new state.
       await this.area.set({ [journalKey(this.sessionId)]: entries });
       this.entries = entries;

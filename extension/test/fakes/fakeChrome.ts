@@ -18,8 +18,13 @@ export class FakeStorageArea implements StorageArea {
   failSet = false;
   /** Every value ever written, serialised, for "never stored" assertions. */
   readonly writes: string[] = [];
+  /** The keys of every `get`, one entry per call. */
+  readonly reads: (readonly string[])[] = [];
+  /** The keys of every `set`, one entry per call. */
+  readonly setKeys: (readonly string[])[] = [];
 
   get(keys: readonly string[]): Promise<Record<string, unknown>> {
+    this.reads.push([...keys]);
     const result: Record<string, unknown> = {};
     for (const key of keys) if (this.data.has(key)) result[key] = structuredClone(this.data.get(key));
     return Promise.resolve(result);
@@ -27,6 +32,7 @@ export class FakeStorageArea implements StorageArea {
 
   set(items: Record<string, unknown>): Promise<void> {
     if (this.failSet) return Promise.reject(new Error("QUOTA_BYTES quota exceeded"));
+    this.setKeys.push(Object.keys(items));
     for (const [key, value] of Object.entries(items)) {
       this.writes.push(JSON.stringify(value));
       this.data.set(key, structuredClone(value));

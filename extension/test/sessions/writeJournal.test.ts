@@ -50,6 +50,30 @@ describe("WriteJournal", () => {
     expect(stored(area)).toHaveLength(1);
   });
 
+  it("writes nothing for a repeated prepare or a drop of entries it does not hold", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    const entry = await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.drop(["0d9e8f7a-6b5c-4d3e-8f2a-1b0c9d8e7f6a"]);
+    expect(entry.state).toBe("prepared");
+    expect(area.writes).toHaveLength(1);
+    await journal.drop([COMMAND]);
+    expect(area.writes).toHaveLength(2);
+    expect(stored(area)).toEqual([]);
+  });
+
+  it("loads from a storage read it is handed, without reading again", async () => {
+    const area = new FakeStorageArea();
+    const first = new WriteJournal(area, SESSION);
+    await first.prepare({ commandId: COMMAND, name: "type", leaseEpoch: 1, dryRun: false });
+    const items = await area.get([journalKey(SESSION), "outbox:elsewhere"]);
+    const second = new WriteJournal(area, SESSION);
+    await second.load(items);
+    expect(area.reads).toHaveLength(1);
+    expect(second.get(COMMAND)).toMatchObject({ state: "prepared", name: "type" });
+  });
+
   it("holds at most 64 unacknowledged writes", async () => {
     const journal = new WriteJournal(new FakeStorageArea(), SESSION);
     for (let i = 0; i < 64; i += 1) {
