@@ -120,7 +120,7 @@ def _print(report: dict[str, Any]) -> list[Target]:
         verdicts += BENCHMARKS[key].targets(result)
     before, after = report["environment_before"], report["environment_after"]
     print(
-        f"\nTargets (issue 8); {report['seconds']:.0f} s on {before['cpus']} CPUs, load average "
+        f"\nTargets; {report['seconds']:.0f} s on {before['cpus']} CPUs, load average "
         f"{before['loadavg'][0]:.1f} -> {after['loadavg'][0]:.1f} (other processes share them)"
     )
     for target in verdicts:

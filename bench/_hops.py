@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import sqlite3
 import time
 from typing import TYPE_CHECKING, Any, Final
@@ -304,10 +305,10 @@ def breakdown(
 CREATE_STEPS: Final = [
     ("post_to_provision", "POST -> provision at the extension (HTTP, allocation, device frame)"),
     ("open_tab", "extension: chrome.windows.create (unfocused window, blank tab)"),
-    ("storage", "extension: chrome.storage.session reads and writes"),
-    ("attach", "extension: chrome.debugger.attach"),
-    ("guards", "extension: CDP set-up calls (Fetch, Target, Page, Emulation)"),
-    ("provision_rest", "extension: the rest of provisioning (JS, awaits)"),
+    ("storage", "extension: time under chrome.storage.session calls"),
+    ("attach", "extension: time under chrome.debugger.attach"),
+    ("guards", "extension: time under CDP set-up calls (Fetch, Target, Page, Emulation)"),
+    ("provision_rest", "extension: time under none of these (JS, awaits)"),
     ("ack_to_ticket", "provision_ack -> session ticket at the extension (server turn)"),
     ("socket_open", "session socket: constructed -> open (ticket checked, upgrade)"),
     ("hello", "open -> hello sent (tab read)"),
@@ -323,9 +324,11 @@ def create_breakdown(
     Each creation is read from the trace entries inside its span: the first
     ``chrome.windows.create`` marks the provision frame's arrival, the session socket's
     construction the session ticket's arrival, and ``hello`` the end of the extension's part
-    (the ``201`` may reach the client before ``hello_ack`` reaches the extension). Everything
-    between the end of ``chrome.windows.create`` and the socket's construction that is not a
-    storage, ``debugger.attach`` or CDP call is provisioning's rest (JS, awaits).
+    (the ``201`` may reach the client before ``hello_ack`` reaches the extension). Between the end
+    of ``chrome.windows.create`` and the socket's construction, each kind of call (storage,
+    ``debugger.attach``, CDP) is reported as the time at least one call of that kind was pending;
+    the extension overlaps independent calls, so those rows can add up to more than the span, and
+    the rest is the time no call at all was pending (JS, awaits).
     """
     entries = [(k, label, start - offset_ms, end - offset_ms) for k, label, _, start, end in trace]
     steps: dict[str, list[float]] = {key: [] for key, _ in CREATE_STEPS}
@@ -343,18 +346,20 @@ def create_breakdown(
         if None in (window, socket_new, socket_open, hello):
             continue
         provisioning = [e for e in inside if window[3] <= e[2] < socket_new[2]]
+        calls = [e for e in provisioning if e[0] in ("storage", "attach", "cdp")]
         spent = {
-            kind: sum(e[3] - e[2] for e in provisioning if e[0] == kind)
+            kind: _covered([(e[2], e[3]) for e in calls if e[0] == kind])
             for kind in ("storage", "attach", "cdp")
         }
         provision_end = max([window[3], *(e[3] for e in provisioning)])
+        idle = provision_end - window[3] - _covered([(e[2], e[3]) for e in calls])
         values = {
             "post_to_provision": window[2] - sent,
             "open_tab": window[3] - window[2],
             "storage": spent["storage"],
             "attach": spent["attach"],
             "guards": spent["cdp"],
-            "provision_rest": provision_end - window[3] - sum(spent.values()),
+            "provision_rest": idle,
             "ack_to_ticket": socket_new[2] - provision_end,
             "socket_open": socket_open[2] - socket_new[2],
             "hello": hello[2] - socket_open[2],
@@ -364,6 +369,16 @@ def create_breakdown(
         for key, value in values.items():
             steps[key].append(value)
     return {"creations": len(steps["total"]), "steps_ms": {k: summary(v) for k, v in steps.items()}}
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """How long at least one of the (start, end) intervals was open."""
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def clock_note(measured: dict[str, Any]) -> str:
