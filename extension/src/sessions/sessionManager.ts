@@ -27,6 +27,15 @@ export interface ManagerDeps extends RuntimeDeps {
 
 type ReleaseReason = DeviceClientLeaseReleased["reason"];
 
+interface EarlyEvent {
+  readonly method: string;
+  readonly params: unknown;
+  readonly sessionId: string | undefined;
+}
+
+/** Events kept per starting tab; a start takes a few CDP round trips, so this is never reached. */
+const EARLY_EVENTS_PER_TAB = 256;
+
 export class SessionManager {
   private readonly bySession = new Map<string, SessionRuntime>();
   private readonly byLease = new Map<string, SessionRuntime>();
@@ -39,13 +48,33 @@ export class SessionManager {
    * `attach_result`, while the extension is still attaching CDP.
    */
   private readonly attaching = new Map<string, DeviceServerSessionTicket | undefined>();
+  /**
+   * CDP events of tabs whose runtime is still starting: the debugger is attached and the origin
+   * guard installed before the runtime is indexed, so a document request paused (or a related
+   * target held at start) in that window would otherwise never be answered. Replayed, in order,
+   * when the runtime is indexed; dropped when the tab or its attachment goes away.
+   */
+  private readonly early = new Map<number, EarlyEvent[]>();
 
   constructor(private readonly deps: ManagerDeps) {
     const { chrome } = deps;
     chrome.debugger.onEvent((target, method, params) => {
-      this.byTab.get(target.tabId)?.tab.handleEvent(method, params, target.sessionId);
+      const runtime = this.byTab.get(target.tabId);
+      if (runtime !== undefined) {
+        runtime.tab.handleEvent(method, params, target.sessionId);
+        return;
+      }
+      // Only a runtime of this manager attaches the debugger, so the tab's runtime is starting.
+      const queue = this.early.get(target.tabId) ?? [];
+      if (queue.length >= EARLY_EVENTS_PER_TAB) {
+        deps.log.warn("early_cdp_events_dropped");
+        return;
+      }
+      queue.push({ method, params, sessionId: target.sessionId });
+      this.early.set(target.tabId, queue);
     });
     chrome.debugger.onDetach((tabId, reason) => {
+      this.early.delete(tabId);
       this.onDebuggerDetached(tabId, reason);
     });
     chrome.tabs.onCreated((tab) => {
@@ -57,6 +86,7 @@ export class SessionManager {
       deps.emitHealth();
     });
     chrome.tabs.onRemoved((tabId) => {
+      this.early.delete(tabId);
       const runtime = this.byTab.get(tabId);
       if (runtime !== undefined) this.release(runtime, "tab_closed", false);
     });
@@ -264,6 +294,9 @@ export class SessionManager {
     this.bySession.set(runtime.sessionId, runtime);
     this.byLease.set(runtime.leaseId, runtime);
     this.byTab.set(runtime.tabId, runtime);
+    const early = this.early.get(runtime.tabId);
+    this.early.delete(runtime.tabId);
+    for (const event of early ?? []) runtime.tab.handleEvent(event.method, event.params, event.sessionId);
   }
 
   private unindex(runtime: SessionRuntime): void {

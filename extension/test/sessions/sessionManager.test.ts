@@ -79,6 +79,39 @@ describe("SessionManager provisioning", () => {
     expect(h.profile.manager.isControlledTab(tabId ?? -1)).toBe(true);
   });
 
+  it("answers a document request the origin guard paused while the runtime was still starting", async () => {
+    const { h, device } = await online();
+    let answerFrameTree: () => void = () => undefined;
+    h.chrome.handlers.set(
+      "Page.getFrameTree",
+      (_params, target) =>
+        new Promise((resolve) => {
+          answerFrameTree = () => {
+            resolve({ frameTree: { frame: { id: `main-${target.tabId}` } } });
+          };
+        }),
+    );
+    askToProvision(device);
+    await settle();
+    const [tabId = -1] = [...h.chrome.tabsById.keys()];
+    expect(h.profile.manager.isControlledTab(tabId)).toBe(false);
+    const request = (requestId: string, url: string): Record<string, unknown> => ({
+      requestId,
+      request: { url, method: "GET" },
+      frameId: `main-${tabId}`,
+      resourceType: "Document",
+    });
+    h.chrome.emitCdp(tabId, "Fetch.requestPaused", request("early-1", "https://evil.example.net/"));
+    h.chrome.emitCdp(tabId, "Fetch.requestPaused", request("early-2", "https://example.com/"));
+    await settle();
+    expect(h.chrome.callsOf("Fetch.failRequest", tabId)).toEqual([]);
+    answerFrameTree();
+    await settle();
+    expect(h.profile.manager.isControlledTab(tabId)).toBe(true);
+    expect(h.chrome.callsOf("Fetch.failRequest", tabId).map((c) => c.params.requestId)).toEqual(["early-1"]);
+    expect(h.chrome.callsOf("Fetch.continueRequest", tabId).map((c) => c.params.requestId)).toEqual(["early-2"]);
+  });
+
   it("refuses the provision, closes its tab and leaves no lease record when a set-up call fails", async () => {
     const { h, device } = await online();
     h.chrome.handlers.set("Target.setAutoAttach", () => {
