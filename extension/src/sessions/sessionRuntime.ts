@@ -28,6 +28,7 @@ import { DialogOutbox, outboxKey } from "./dialogOutbox";
 import type { LeaseRecord, SessionMode } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { CommandFlow } from "./commandFlow";
+import { SerialChain } from "./serialChain";
 import { WriteJournal, journalKey } from "./writeJournal";
 
 const MAX_TAB_URL = 8192;
@@ -67,6 +68,8 @@ export class SessionRuntime {
   /** Pending `ticket_request` after the session socket dropped, and how many were sent in a row. */
   private ticketRetry: ReturnType<typeof setTimeout> | undefined;
   private ticketRequests = 0;
+  /** Lease-record changes, one at a time (see `persist`). */
+  private readonly persisting = new SerialChain();
   writesBlocked = false;
 
   private constructor(
@@ -99,7 +102,7 @@ export class SessionRuntime {
           deps.emitHealth();
         },
         onNewDocument: (generation) => {
-          this.persist({ ...this.record, generation }).catch(() => {
+          this.persist((current) => ({ ...current, generation })).catch(() => {
             deps.log.warn("lease_persist_failed");
           });
         },
@@ -140,7 +143,7 @@ export class SessionRuntime {
     await runtime.journal.load(items);
     await runtime.outbox.load(items);
     await runtime.tab.attach();
-    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist(runtime.record)]);
+    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist((current) => current)]);
     if (setUp.status === "rejected") {
       if (persisted.status === "fulfilled") {
         await deps.leases.remove(record.leaseId).catch(() => {
@@ -194,7 +197,7 @@ export class SessionRuntime {
   /** Raises the lease epoch (a newer ticket or provision for the same lease); lower ones are refused. */
   async adoptLeaseEpoch(leaseEpoch: number): Promise<boolean> {
     if (leaseEpoch < this.record.leaseEpoch) return false;
-    if (leaseEpoch > this.record.leaseEpoch) await this.persist({ ...this.record, leaseEpoch });
+    if (leaseEpoch > this.record.leaseEpoch) await this.persist((current) => ({ ...current, leaseEpoch: Math.max(current.leaseEpoch, leaseEpoch) }));
     return true;
   }
 
@@ -407,10 +410,17 @@ export class SessionRuntime {
     this.deps.emitHealth();
   }
 
-  /** Persists a new lease record; keeps memory and storage in step. */
-  async persist(record: LeaseRecord): Promise<void> {
-    await this.deps.leases.put(record);
-    this.record = record;
+  /**
+   * Persists a change to the lease record; keeps memory and storage in step. Changes run one after
+   * another, each applied to the record the previous one left, so a new document's generation and
+   * a newer lease epoch arriving together cannot undo each other.
+   */
+  persist(change: (current: LeaseRecord) => LeaseRecord): Promise<void> {
+    return this.persisting.run(async () => {
+      const next = change(this.record);
+      await this.deps.leases.put(next);
+      this.record = next;
+    });
   }
 
   /**

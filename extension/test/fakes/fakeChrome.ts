@@ -30,14 +30,17 @@ export class FakeStorageArea implements StorageArea {
     return Promise.resolve(result);
   }
 
-  set(items: Record<string, unknown>): Promise<void> {
-    if (this.failSet) return Promise.reject(new Error("QUOTA_BYTES quota exceeded"));
+  /** When set, every `set` waits for it before it writes (a slow storage write). */
+  gate: Promise<void> | undefined;
+
+  async set(items: Record<string, unknown>): Promise<void> {
+    if (this.gate !== undefined) await this.gate;
+    if (this.failSet) throw new Error("QUOTA_BYTES quota exceeded");
     this.setKeys.push(Object.keys(items));
     for (const [key, value] of Object.entries(items)) {
       this.writes.push(JSON.stringify(value));
       this.data.set(key, structuredClone(value));
     }
-    return Promise.resolve();
   }
 
   remove(keys: readonly string[]): Promise<void> {

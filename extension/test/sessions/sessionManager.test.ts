@@ -150,3 +150,24 @@ describe("SessionManager provisioning", () => {
     expect(h.store.session.setKeys.slice(setsBefore)).toEqual([[LEASES_KEY]]);
   });
 });
+
+describe("SessionManager lease records", () => {
+  it("keeps both a new document's generation and a newer lease epoch that arrive together", async () => {
+    const { h, device } = await online();
+    const { tabId } = await provision(h, device, LEASE_A, ["https://example.com"]);
+    const before = storedLeases(h)[0];
+    let release: () => void = () => undefined;
+    h.store.session.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/" } });
+    device.receive({ type: "provision", ...LEASE_A, leaseEpoch: 2, allowedOrigins: ["https://example.com"], deadlineAt: FUTURE });
+    await settle();
+    h.store.session.gate = undefined;
+    release();
+    await settle();
+    const [after] = storedLeases(h);
+    expect(after?.leaseEpoch).toBe(2);
+    expect(after?.generation).not.toBe(before?.generation);
+  });
+});
