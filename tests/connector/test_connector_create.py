@@ -142,6 +142,28 @@ SCENARIOS = [
         retry=RetryConfig(create_timeout=3.5),
     ),
     Scenario(
+        "429 rate_limited while polling waits Retry-After and polls again",
+        [
+            session(202, status="provisioning", retry_after=1, location=True),
+            problem(429, "rate_limited", retry_after=5),
+            session(200, status="connected"),
+        ],
+        "connected",
+        [CREATE, POLL, POLL],
+        [1.0, 5.0],
+    ),
+    Scenario(
+        "429 rate_limited while polling past the timeout raises ProvisioningTimeout",
+        [
+            session(202, status="provisioning", retry_after=1, location=True),
+            problem(429, "rate_limited", retry_after=30),
+        ],
+        ProvisioningTimeout,
+        [CREATE, POLL],
+        [1.0],
+        retry=RetryConfig(create_timeout=10),
+    ),
+    Scenario(
         "a tombstone while provisioning raises SessionTerminal",
         [
             session(202, status="provisioning", location=True),

@@ -3,7 +3,8 @@
 Creation follows spec/openapi.yaml: an unattended request carries one `Idempotency-Key`, drawn once
 per logical call, and is repeated with the same key and body after a network error or a
 `503 no_device_available`; a `202` (or a replay still provisioning) is followed by polling
-`Location` after `Retry-After` until the session leaves `allocating` / `provisioning`. An attended
+`Location` after `Retry-After` until the session leaves `allocating` / `provisioning` (a `429
+rate_limited` on such a poll waits `Retry-After` and polls again). An attended
 request has no key, so a network error is not repeated (it could create a second session).
 """
 
@@ -17,6 +18,7 @@ from understudy_connector import _responses
 from understudy_connector._exceptions import (
     NoDeviceAvailable,
     ProvisioningTimeout,
+    RateLimited,
     SessionNotFound,
     SessionTerminal,
     UnderstudyError,
@@ -215,6 +217,14 @@ def _create(
         if reply.status_code == 410 and current is not post:
             raise terminal_error(_responses.parse(reply, SessionTombstone, operation))
         error = _responses.problem(reply, operation)
+        if isinstance(error, RateLimited) and created is not None and current is not post:
+            # The session exists and keeps provisioning: wait, then poll again. Raising would
+            # leave the caller without the id of a session it must delete.
+            delay = retry.default_retry_after if error.retry_after is None else error.retry_after
+            if ctx.clock() + delay > deadline:
+                raise ProvisioningTimeout(created, limit)
+            yield from sleep(delay)
+            continue
         if isinstance(error, NoDeviceAvailable) and current is post:
             delay = retry.default_retry_after if error.retry_after is None else error.retry_after
             if ctx.clock() + delay > deadline:
