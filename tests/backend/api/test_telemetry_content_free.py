@@ -231,3 +231,10 @@ async def test_a_full_lifecycle_leaves_no_identifiers_in_telemetry_or_logs(
     )
     assert exported == dict(recorded)
     assert exported[("quota.decision", "refused")] == 1
+    # And the SQLite counters: a full lifecycle took turns, fewer COMMITs than turns or as many.
+    gauges = {
+        name: float(value)
+        for name, _, value in (line.partition(" ") for line in lines)
+        if name in ("understudy_sqlite_transactions", "understudy_sqlite_commits")
+    }
+    assert 0 < gauges["understudy_sqlite_commits"] <= gauges["understudy_sqlite_transactions"]
