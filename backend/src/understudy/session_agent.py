@@ -587,29 +587,21 @@ class SessionAgent:
         now: float,
     ) -> None:
         target = _S.SUCCEEDED if outcome == "succeeded" else _S.FAILED
-        commands.update(
-            self.s.db,
-            self.session_id,
-            row.command_id,
-            state=move(row.state, target).value,
+        self._end(
+            out,
+            row,
+            target,
+            now,
             result=result.to_wire() if result is not None else None,
             error_code=error.code if error is not None else None,
             error_message=error.message if error is not None else None,
-            completed_at=now,
-            request=None,
-            ready_deadline=None,
+            request=None,  # the arguments are not kept once the outcome is
         )
-        self.s.telemetry.emit(
-            "command.outcome",
-            session=self.session_id,
-            command=row.name,
-            outcome=target.value,
-            kind=row.kind,
-            latency_ms=int((now - row.admitted_at) * 1000),
-        )
-        out.wake.add(row.command_id)
 
-    def _end(self, out: _Outbox, row: CommandRow, target: CommandState, now: float) -> None:
+    def _end(
+        self, out: _Outbox, row: CommandRow, target: CommandState, now: float, **outcome: Any
+    ) -> None:
+        """Persist a terminal state (with the outcome's columns, when the extension gave one)."""
         commands.update(
             self.s.db,
             self.session_id,
@@ -617,13 +609,17 @@ class SessionAgent:
             state=move(row.state, target).value,
             completed_at=now,
             ready_deadline=None,
+            **outcome,
         )
+        # Latency only for outcomes the extension reported; the others ended on a deadline.
+        latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if outcome else {}
         self.s.telemetry.emit(
             "command.outcome",
             session=self.session_id,
             command=row.name,
             outcome=target.value,
             kind=row.kind,
+            **latency,
         )
         out.wake.add(row.command_id)
 
