@@ -974,7 +974,7 @@ export interface WriteResult {
   preview?: WritePreview;
 }
 /**
- * What a `dryRun` write resolved without acting.
+ * What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "WritePreview".
@@ -982,8 +982,22 @@ export interface WriteResult {
 export interface WritePreview {
   targetRole?: string;
   targetName?: string;
+  /**
+   * The URL a navigation would load. For a form submission it is the action URL without the form's fields (a GET submission replaces the query with them): the fields may hold secrets, so a preview never carries them.
+   */
   navigatesTo?: string;
+  /**
+   * The HTTP method of that navigation: `GET` for links and areas, the form's method (or the control's `formmethod`) for a submission.
+   */
+  method?: "GET" | "POST";
+  /**
+   * Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the origin guard stops the request.
+   */
   allowed: boolean;
+  /**
+   * Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
+   */
+  opensPopup?: boolean;
 }
 /**
  * The extension persisted `prepared` for a write and is ready for its grant.

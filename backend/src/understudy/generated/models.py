@@ -466,7 +466,7 @@ class WaitForResult(WireModel):
 
 class WritePreview(WireModel):
     """
-    What a `dryRun` write resolved without acting.
+    What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
     """
 
     model_config = ConfigDict(
@@ -475,7 +475,21 @@ class WritePreview(WireModel):
     target_role: Annotated[str | None, Field(alias="targetRole")] = None
     target_name: Annotated[str | None, Field(alias="targetName")] = None
     navigates_to: Annotated[str | None, Field(alias="navigatesTo")] = None
+    """
+    The URL a navigation would load. For a form submission it is the action URL without the form's fields (a GET submission replaces the query with them): the fields may hold secrets, so a preview never carries them.
+    """
+    method: Literal["GET", "POST"] | None = None
+    """
+    The HTTP method of that navigation: `GET` for links and areas, the form's method (or the control's `formmethod`) for a submission.
+    """
     allowed: bool
+    """
+    Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the origin guard stops the request.
+    """
+    opens_popup: Annotated[bool | None, Field(alias="opensPopup")] = None
+    """
+    Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
+    """
 
 
 class WriteResult(WireModel):
