@@ -67,7 +67,17 @@ export class RefTable {
     if (match === null) {
       throw new CommandError("invalid_arguments", `${ref.slice(0, 32)} is not a ref; use a ref such as g2e14 from the latest snapshot.`);
     }
-    if (Number(match[1]) !== this.current) {
+    const generation = Number(match[1]);
+    if (generation > this.current) {
+      // Generations only grow within a tab (and a restarted runtime starts above the last one),
+      // so this number was never handed out here: a ref made up, mistyped, or from another tab.
+      // (A wrap past MAX_GENERATION would take some 100 million documents in one tab.)
+      throw new CommandError(
+        "stale_ref",
+        `Ref ${ref} names generation ${generation}, which this tab never issued (its current document is generation ${this.current}); take a snapshot and use its refs.`,
+      );
+    }
+    if (generation !== this.current) {
       throw new CommandError("stale_ref", `Ref ${ref} belongs to an earlier document; take a new snapshot and use its refs.`);
     }
     const target = this.byRef.get(ref);

@@ -57,7 +57,7 @@ export function runRead(ctx: CommandContext, command: Command): Promise<CommandR
 
 /**
  * Resolves and checks a write without acting. `secretValue` is the grant's in-memory plaintext
- * for `fill_secret`, and is ignored by every other command.
+ * for `fill_secret` (absent in a dry run), and is ignored by every other command.
  */
 export async function planWrite(ctx: CommandContext, command: Command, dryRun: boolean, secretValue: string | undefined): Promise<WritePlan> {
   switch (command.name) {
@@ -70,15 +70,15 @@ export async function planWrite(ctx: CommandContext, command: Command, dryRun: b
     case "reload":
       return planReload(ctx, command);
     case "click":
-      return planClick(ctx, command);
+      return planClick(ctx, command, dryRun);
     case "hover":
       return planHover(ctx, command);
     case "type":
       return planType(ctx, command);
     case "fill":
-      return planFill(ctx, command);
+      return planFill(ctx, command, dryRun);
     case "fill_secret":
-      return planFillSecret(ctx, command, secretValue);
+      return planFillSecret(ctx, command, dryRun, secretValue);
     case "press_key":
       return planPressKey(ctx, command);
     case "select_option":

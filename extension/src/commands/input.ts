@@ -2,7 +2,9 @@
  * Keyboard and form writes: `type`, `fill`, `fill_secret`, `press_key`, `select_option`,
  * `set_checked`. `fill_secret` is `fill` with the plaintext from the grant frame: it is passed to
  * the page as a CDP call argument and nowhere else; the page function returns a status word only,
- * so the value cannot come back in a result or an error.
+ * so the value cannot come back in a result or an error. A dry run of `fill` or `fill_secret`
+ * runs the same page function with `apply` false: it checks the field is fillable and changes
+ * nothing. A dry-run grant carries no plaintext (the backend only checked the secret exists).
  */
 import { CommandError } from "../errors";
 import type {
@@ -15,11 +17,17 @@ import type {
 } from "../generated/wire";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
 import { MODIFIER_BITS, keyDefinition } from "./keys";
+import { callOnElement } from "./pageCall";
 
-/** Sets a text control's value the way a user edit would, so frameworks see input and change. */
-const FILL_FUNCTION = `function (value) {
+/**
+ * Sets a text control's value the way a user edit would, so frameworks see input and change.
+ * With `apply` false it only answers whether it would: one definition of "fillable" for the
+ * write and its dry run.
+ */
+const FILL_FUNCTION = `function (value, apply) {
   const el = this;
   if (el.isContentEditable) {
+    if (!apply) return "ok";
     el.focus();
     el.textContent = value;
     el.dispatchEvent(new InputEvent("input", { bubbles: true }));
@@ -30,6 +38,7 @@ const FILL_FUNCTION = `function (value) {
   if (tag !== "INPUT" && tag !== "TEXTAREA") return "not_editable";
   if (tag === "INPUT" && nonText.includes(el.type)) return "not_editable";
   if (el.disabled || el.readOnly) return "not_editable";
+  if (!apply) return "ok";
   el.focus();
   const proto = tag === "INPUT" ? HTMLInputElement.prototype : HTMLTextAreaElement.prototype;
   Object.getOwnPropertyDescriptor(proto, "value").set.call(el, value);
@@ -60,26 +69,15 @@ const SET_CHECKED_FUNCTION = `function (checked) {
   return el.checked === checked ? "ok" : "unchanged";
 }`;
 
-async function callOnElement(ctx: CommandContext, backendNodeId: number, functionDeclaration: string, argument: unknown): Promise<string> {
-  const resolved = await ctx.cdp.send<{ object?: { objectId?: string } }>("DOM.resolveNode", { backendNodeId });
-  const objectId = resolved.object?.objectId;
-  if (objectId === undefined) {
-    throw new CommandError("element_not_interactable", "The element cannot be reached from script; take a new snapshot.");
-  }
-  const response = await ctx.cdp.send<{ result?: { value?: unknown }; exceptionDetails?: unknown }>("Runtime.callFunctionOn", {
-    objectId,
-    functionDeclaration,
-    arguments: [{ value: argument }],
-    returnByValue: true,
-  });
-  if (response.exceptionDetails !== undefined) {
-    throw new CommandError("element_not_interactable", "The page rejected the change; take a new snapshot and check the element.");
-  }
-  return typeof response.result?.value === "string" ? response.result.value : "unknown";
+/** Runs a page function that answers with a status word (anything else reads as "unknown"). */
+async function statusOf(ctx: CommandContext, backendNodeId: number, functionDeclaration: string, ...args: readonly unknown[]): Promise<string> {
+  const value = await callOnElement(ctx, backendNodeId, functionDeclaration, args);
+  return typeof value === "string" ? value : "unknown";
 }
 
-async function fillElement(ctx: CommandContext, backendNodeId: number, value: string): Promise<void> {
-  const status = await callOnElement(ctx, backendNodeId, FILL_FUNCTION, value);
+/** Fills the element with `value`; with `apply` false, only checks that it could. */
+async function fillElement(ctx: CommandContext, backendNodeId: number, value: string, apply: boolean): Promise<void> {
+  const status = await statusOf(ctx, backendNodeId, FILL_FUNCTION, value, apply);
   if (status !== "ok") {
     throw new CommandError("element_not_interactable", "The element is not an editable text field (or is disabled or read-only); pick a textbox from the snapshot.");
   }
@@ -97,17 +95,28 @@ export async function planType(ctx: CommandContext, command: TypeCommand): Promi
   };
 }
 
-export async function planFill(ctx: CommandContext, command: FillCommand): Promise<WritePlan> {
+export async function planFill(ctx: CommandContext, command: FillCommand, dryRun: boolean): Promise<WritePlan> {
   const target = await resolveTarget(ctx, command.ref);
-  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, command.value) };
+  if (dryRun) await fillElement(ctx, target.backendNodeId, "", false);
+  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, command.value, true) };
 }
 
-export async function planFillSecret(ctx: CommandContext, command: FillSecretCommand, secretValue: string | undefined): Promise<WritePlan> {
+export async function planFillSecret(ctx: CommandContext, command: FillSecretCommand, dryRun: boolean, secretValue: string | undefined): Promise<WritePlan> {
+  if (dryRun) {
+    // The backend granted the dry run only after finding the secret in the vault; it sends no
+    // plaintext, and none is needed to check the field.
+    const target = await resolveTarget(ctx, command.ref);
+    await fillElement(ctx, target.backendNodeId, "", false);
+    return {
+      preview: elementPreview(target),
+      act: () => Promise.reject(new CommandError("invalid_arguments", "A dry run never fills; submit the write without dryRun.")),
+    };
+  }
   if (secretValue === undefined) {
     throw new CommandError("secret_not_found", "The grant carried no secret value for this secretRef; check that the vault holds it.");
   }
   const target = await resolveTarget(ctx, command.ref);
-  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, secretValue) };
+  return { preview: elementPreview(target), act: () => fillElement(ctx, target.backendNodeId, secretValue, true) };
 }
 
 async function pressKey(ctx: CommandContext, key: string, modifiers: number): Promise<void> {
@@ -134,7 +143,7 @@ export async function planSelectOption(ctx: CommandContext, command: SelectOptio
   return {
     preview: elementPreview(target),
     act: async () => {
-      const status = await callOnElement(ctx, target.backendNodeId, SELECT_FUNCTION, command.values);
+      const status = await statusOf(ctx, target.backendNodeId, SELECT_FUNCTION, command.values);
       if (status === "ok") return;
       if (status.startsWith("missing:")) {
         throw new CommandError("invalid_arguments", `${status.slice(8)} of the values are not options of this select; take a snapshot to see its options.`);
@@ -150,7 +159,7 @@ export async function planSetChecked(ctx: CommandContext, command: SetCheckedCom
   return {
     preview: elementPreview(target),
     act: async () => {
-      const status = await callOnElement(ctx, target.backendNodeId, SET_CHECKED_FUNCTION, command.checked);
+      const status = await statusOf(ctx, target.backendNodeId, SET_CHECKED_FUNCTION, command.checked);
       if (status === "ok") return;
       if (status === "radio_uncheck") {
         throw new CommandError("invalid_arguments", "A radio button cannot be unchecked directly; check another radio of its group.");

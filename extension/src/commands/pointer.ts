@@ -1,9 +1,11 @@
 /**
  * `click`, `hover`, `scroll`: pointer input at the centre of a resolved element's box
- * (DOM.getBoxModel + Input.dispatchMouseEvent), after scrolling it into view.
+ * (DOM.getBoxModel + Input.dispatchMouseEvent), after scrolling it into view. A dry-run click
+ * also previews the navigation the element declares (see clickNavigation.ts).
  */
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { ClickCommand, HoverCommand, ScrollCommand } from "../generated/wire";
+import { clickNavigationPreview } from "./clickNavigation";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
 
 interface BoxModel {
@@ -33,12 +35,16 @@ async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<{ x
   return { x: xs.reduce((a, b) => a + b, 0) / 4, y: ys.reduce((a, b) => a + b, 0) / 4 };
 }
 
-export async function planClick(ctx: CommandContext, command: ClickCommand): Promise<WritePlan> {
+export async function planClick(ctx: CommandContext, command: ClickCommand, dryRun: boolean): Promise<WritePlan> {
   const target = await resolveTarget(ctx, command.ref);
   const button = command.button ?? "left";
   const clickCount = command.clickCount ?? 1;
+  // Only a dry run asks the page where the click goes. The answer is a prediction (script may
+  // cancel or redirect the click), so a real click is never refused on it: the origin guard
+  // stops a disallowed request itself.
+  const navigation = dryRun ? await clickNavigationPreview(ctx, target.backendNodeId) : undefined;
   return {
-    preview: elementPreview(target),
+    preview: { ...elementPreview(target), ...navigation },
     act: async () => {
       const { x, y } = await centreOf(ctx, target.backendNodeId);
       await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y });

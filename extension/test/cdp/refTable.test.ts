@@ -3,6 +3,15 @@ import { describe, expect, it } from "vitest";
 import { RefTable, initialGeneration } from "../../src/cdp/refTable";
 import { CommandError } from "../../src/errors";
 
+function message(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    return error instanceof CommandError ? error.message : "other";
+  }
+  return "";
+}
+
 function code(fn: () => unknown): string | undefined {
   try {
     fn();
@@ -31,6 +40,17 @@ describe("RefTable", () => {
     expect(refs.resolve("g8e1").backendNodeId).toBe(99);
     expect(code(() => refs.resolve("g8e5"))).toBe("ref_not_found");
     expect(code(() => refs.resolve("e5"))).toBe("invalid_arguments");
+  });
+
+  it("says a generation this tab never issued was never issued, and an older one is an earlier document", () => {
+    const refs = new RefTable(7);
+    refs.newDocument();
+    expect(code(() => refs.resolve("g9e1"))).toBe("stale_ref");
+    expect(message(() => refs.resolve("g9e1"))).toBe(
+      "Ref g9e1 names generation 9, which this tab never issued (its current document is generation 8); take a snapshot and use its refs.",
+    );
+    expect(message(() => refs.resolve("g7e1"))).toContain("belongs to an earlier document");
+    expect(message(() => refs.resolve("g7e1"))).not.toContain("never issued");
   });
 
   it("starts each runtime at a clock-derived generation so a new tab never reuses an old number", () => {

@@ -213,7 +213,7 @@ describe("SessionRuntime secrets and tabs", () => {
     const result = await write(session, { name: "fill_secret", ref, secretRef: "vault:login-password" }, { secretValue: secret });
     expect(result).toMatchObject({ outcome: "succeeded" });
     const call = h.chrome.callsOf("Runtime.callFunctionOn")[0];
-    expect(call?.params.arguments).toEqual([{ value: secret }]);
+    expect(call?.params.arguments).toEqual([{ value: secret }, { value: true }]);
     const everything = [
       ...h.store.session.writes,
       ...h.store.local.writes,

@@ -1,0 +1,25 @@
+/**
+ * Calls a function on one element of the page (DOM.resolveNode + Runtime.callFunctionOn), with
+ * its arguments passed as CDP call arguments, never spliced into script text.
+ */
+import { CommandError } from "../errors";
+import type { CommandContext } from "./context";
+
+/** Runs `functionDeclaration` with `this` bound to the element; returns its value by value. */
+export async function callOnElement(ctx: CommandContext, backendNodeId: number, functionDeclaration: string, args: readonly unknown[]): Promise<unknown> {
+  const resolved = await ctx.cdp.send<{ object?: { objectId?: string } }>("DOM.resolveNode", { backendNodeId });
+  const objectId = resolved.object?.objectId;
+  if (objectId === undefined) {
+    throw new CommandError("element_not_interactable", "The element cannot be reached from script; take a new snapshot.");
+  }
+  const response = await ctx.cdp.send<{ result?: { value?: unknown }; exceptionDetails?: unknown }>("Runtime.callFunctionOn", {
+    objectId,
+    functionDeclaration,
+    arguments: args.map((value) => ({ value })),
+    returnByValue: true,
+  });
+  if (response.exceptionDetails !== undefined) {
+    throw new CommandError("element_not_interactable", "The page rejected the call on this element; take a new snapshot and check the element.");
+  }
+  return response.result?.value;
+}
