@@ -753,7 +753,30 @@ class TenantCoordinator:
             raise ProblemError(
                 409,
                 "origin_conflict",
-                "the device's local origin policy does not admit these origins",
+                f"the device's local origin policy does not admit these origins: "
+                f"{_policy_refusal(online[0], origins)}; ask its operator to admit them, or "
+                "request origins it admits",
+            )
+        if not fitting and online:
+            # Devices are up, so "none online" would send the caller to wait for nothing: until an
+            # operator changes a policy, a retry with these origins gets the same answer.
+            self._telemetry("allocation.refused", outcome="refused", reason="local_policy")
+            many = len(online) > 1
+            count = (
+                f"{len(online)} compatible devices are online, but the local origin policy of each"
+                if many
+                else "1 compatible device is online, but its local origin policy"
+            )
+            listed = "; ".join(_policy_refusal(d, origins) for d in online[:_REFUSALS_LISTED])
+            more = len(online) - _REFUSALS_LISTED
+            raise ProblemError(
+                503,
+                "no_device_available",
+                f"{count} refuses the requested origins ({listed}"
+                f"{f'; and {more} more' if more > 0 else ''}); ask the "
+                f"{'operator of a device' if many else 'device operator'} to admit these "
+                "origins, or request origins a device admits",
+                retry_after=5,
             )
         if not fitting:
             self._telemetry("allocation.refused", outcome="refused", reason="no_device")
@@ -849,6 +872,19 @@ _CONFLICT_DETAIL = {
 
 def _close_reason(reason: str) -> str:
     return {"hard_expiry": "expired", "idle_expiry": "idle_expired"}.get(reason, "deleted")
+
+
+_REFUSALS_LISTED = 5  # devices named in a no_device_available detail; the rest are counted
+
+
+def _policy_refusal(device: Device, origins: list[str]) -> str:
+    """Which device's policy refused which of the requested origins, for a problem detail."""
+    policy = device.local_policy
+    if policy is None:
+        return f"device {device.device_id} has reported no local origin policy"
+    admitted = set(policy.get("origins", []))
+    refused = [o for o in origins if o not in admitted]
+    return f"device {device.device_id} has an allowlist policy refusing {', '.join(refused)}"
 
 
 def _policy_admits(policy: dict[str, Any] | None, origins: list[str]) -> bool:

@@ -159,7 +159,10 @@ class SessionAgent:
                 raise ProblemError(
                     503,
                     "session_unavailable",
-                    "the tab's connection is down; retry after Retry-After",
+                    "no tab is attached to this attended session yet; a person attaches one "
+                    "from the extension's panel; retry after Retry-After"
+                    if state == SessionState.AWAITING_ATTACH
+                    else "the tab's connection is down; retry after Retry-After",
                     retry_after=2,
                 )
             self._take_quotas(session, actor, name, now)
@@ -242,16 +245,19 @@ class SessionAgent:
         return await self._turn(body)
 
     def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
-        capabilities: set[str] = set()
-        version: int
+        capabilities: set[str] | None = None
+        version = 1
         if self.hello is not None:
             capabilities = set(self.hello.capabilities)
             version = self.hello.protocol_version
-        else:
-            device = credentials.get_device(self.s.db, session.tenant, session.device_id or "")
+        elif session.device_id is not None:
+            device = credentials.get_device(self.s.db, session.tenant, session.device_id)
             capabilities = set(device.capabilities) if device is not None else set()
             version = max(device.protocol_versions, default=1) if device is not None else 1
-        if SAFE_WRITE not in capabilities or version < 2:
+        # No device yet (an attended session still waiting for a person to attach a tab): nothing
+        # says the write cannot run there, so it is answered as a read is, by the availability
+        # check (503 session_unavailable), not by an upgrade the caller cannot act on.
+        if capabilities is not None and (SAFE_WRITE not in capabilities or version < 2):
             raise ProblemError(
                 426,
                 "protocol_upgrade_required",
