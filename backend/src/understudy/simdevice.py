@@ -65,6 +65,10 @@ class Behaviour:
     execute: Literal["complete", "crash_after_start", "hold_result"] = "complete"
     read: Literal["answer", "silent"] = "answer"
     fail_with: str | None = None  # a CommandErrorCode every command fails with
+    # What the fake page's elements declare a click on them navigates to, by ref: a link's or
+    # form's `url`, `method` (GET or POST) and `target` (empty for the same tab). A dry-run click
+    # on one previews it as the extension does; the default page declares none.
+    navigations: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class SimulatedDevice:
@@ -77,8 +81,8 @@ class SimulatedDevice:
         self.frames: list[m.DeviceServerFrame] = []
         self.closed_leases: list[str] = []
         self.session_errors: list[str] = []
-        self.executions: dict[str, int] = {}
-        self.secrets_seen: list[str] = []  # command id -> real executions of its side effect
+        self.executions: dict[str, int] = {}  # command id -> real executions of its side effect
+        self.secrets_seen: list[str] = []  # every plaintext a grant carried, in order
         self.welcome: m.DeviceServerWelcome | None = None
         self._socket: Any = None
         self._reader: asyncio.Task[None] | None = None
@@ -365,17 +369,26 @@ class SimulatedDevice:
                 if lease.journal.get(cid) != "prepared":
                     return  # never run a grant we did not prepare, nor one twice
                 lease.journal[cid] = "started"
+                # Every plaintext that reached the device, dry run or not (a dry run carries none).
+                if frame.secret_value is not None:
+                    self.secrets_seen.append(frame.secret_value)
                 if not frame.dry_run:
                     self.executions[cid] = self.executions.get(cid, 0) + 1
-                    if frame.secret_value is not None:
-                        self.secrets_seen.append(frame.secret_value)
                 if b.execute == "crash_after_start":
                     return
-                result = m.SessionClientResult.model_validate(
-                    self._outcome(
-                        cid, frame.command.to_wire(), lease, read=False, dry_run=frame.dry_run
-                    )
-                )
+                command = frame.command.to_wire()
+                needs_secret = command["name"] == "fill_secret" and not frame.dry_run
+                if needs_secret and not frame.secret_value:
+                    # As the extension does: a real fill_secret needs the plaintext in its grant.
+                    outcome = {
+                        "type": "result",
+                        "commandId": cid,
+                        "outcome": "failed",
+                        "error": {"code": "secret_not_found", "message": "no secret in the grant"},
+                    }
+                else:
+                    outcome = self._outcome(cid, command, lease, read=False, dry_run=frame.dry_run)
+                result = m.SessionClientResult.model_validate(outcome)
                 lease.journal[cid] = "completed_unacked"
                 lease.journal_results[cid] = result
                 if b.execute == "complete":
@@ -410,7 +423,9 @@ class SimulatedDevice:
             "type": frame_type,
             "commandId": cid,
             "outcome": "succeeded",
-            "result": fake_result(command, lease, dry_run=bool(dry_run)),
+            "result": fake_result(
+                command, lease, dry_run=bool(dry_run), navigations=self.behaviour.navigations
+            ),
         }
 
     async def send_dialog(self, session_id: str, record: dict[str, Any]) -> None:
@@ -483,20 +498,44 @@ FAKE_NODES: list[dict[str, Any]] = [
 ]
 
 
-def fake_preview(command: dict[str, Any], lease: Lease) -> dict[str, Any]:
+# Targets that keep a navigation in the tab's own document (others open a popup).
+SAME_TAB_TARGETS = frozenset({"", "_self", "_parent", "_top"})
+
+
+def _allows(lease: Lease, url: str) -> bool:
+    parts = urlsplit(url)
+    return not lease.allowed_origins or f"{parts.scheme}://{parts.netloc}" in lease.allowed_origins
+
+
+def fake_preview(
+    command: dict[str, Any], lease: Lease, navigations: dict[str, dict[str, str]] | None = None
+) -> dict[str, Any]:
     """What a dry run of `command` resolves to, as the extension's `WritePreview` says it."""
     if "url" in command:
-        parts = urlsplit(command["url"])
-        origin = f"{parts.scheme}://{parts.netloc}"
-        allowed = not lease.allowed_origins or origin in lease.allowed_origins
-        return {"navigatesTo": command["url"], "allowed": allowed}
+        return {"navigatesTo": command["url"], "allowed": _allows(lease, command["url"])}
     node = next((n for n in FAKE_NODES if n.get("ref") == command.get("ref")), None)
     if node is None:
         return {"allowed": True}
-    return {"targetRole": node["role"], "targetName": node["name"], "allowed": True}
+    preview: dict[str, Any] = {"targetRole": node["role"], "targetName": node["name"]}
+    navigation = (navigations or {}).get(node["ref"]) if command["name"] == "click" else None
+    if navigation is None:
+        return {**preview, "allowed": True}
+    return {
+        **preview,
+        "navigatesTo": navigation["url"],
+        "method": navigation["method"],
+        "allowed": _allows(lease, navigation["url"]),
+        "opensPopup": navigation.get("target", "").lower() not in SAME_TAB_TARGETS,
+    }
 
 
-def fake_result(command: dict[str, Any], lease: Lease, *, dry_run: bool = False) -> dict[str, Any]:
+def fake_result(
+    command: dict[str, Any],
+    lease: Lease,
+    *,
+    dry_run: bool = False,
+    navigations: dict[str, dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """An instant, plausible result for each catalog command (a dry run carries a preview)."""
     name = command["name"]
     tab = {"tabId": lease.tab_id, "url": "https://example.com/", "title": "Example", "active": True}
@@ -525,5 +564,5 @@ def fake_result(command: dict[str, Any], lease: Lease, *, dry_run: bool = False)
         return {"name": name, "matched": True, "elapsedMs": 1}
     result = {"name": name, "url": tab["url"], "title": "Example", "generation": 1}
     if dry_run:
-        result["preview"] = fake_preview(command, lease)
+        result["preview"] = fake_preview(command, lease, navigations)
     return result
