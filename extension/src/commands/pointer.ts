@@ -40,8 +40,8 @@ export async function planClick(ctx: CommandContext, command: ClickCommand, dryR
   const button = command.button ?? "left";
   const clickCount = command.clickCount ?? 1;
   // Only a dry run asks the page where the click goes. The answer is a prediction (script may
-  // cancel or redirect the click), so a real click is never refused on it: the origin guard
-  // stops a disallowed request itself.
+  // cancel or redirect the click), so a real click is never refused on it: the navigation it
+  // actually makes meets the origin guard (and a popup the popup guard).
   const navigation = dryRun ? await clickNavigationPreview(ctx, target.backendNodeId) : undefined;
   return {
     preview: { ...elementPreview(target), ...navigation },

@@ -484,7 +484,7 @@ class WritePreview(WireModel):
     """
     allowed: bool
     """
-    Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the origin guard stops the request.
+    Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the extension's origin and popup guards meet the navigation it makes.
     """
     opens_popup: Annotated[bool | None, Field(alias="opensPopup")] = None
     """
