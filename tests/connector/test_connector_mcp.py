@@ -169,6 +169,30 @@ async def test_a_dry_run_needs_no_approval(clock: FakeClock) -> None:
     assert backend.requests[1].body["dryRun"] is True
 
 
+async def test_a_dry_run_says_where_a_click_would_navigate(clock: FakeClock) -> None:
+    preview = result_for(
+        "click",
+        targetRole="link",
+        targetName="Help",
+        navigatesTo="https://help.example.net/",
+        method="GET",
+        allowed=False,
+        opensPopup=True,
+    )
+    _, (result,), _ = await run(
+        clock,
+        [session(201), outcome("click", result=preview), tombstone()],
+        [("click", {"ref": "g2e7", "dryRun": True})],
+        approve="none",
+    )
+    assert not result.is_error, text(result)
+    assert text(result) == (
+        "Dry run of click: nothing changed. It would act on: link Help. It would navigate to "
+        "https://help.example.net/ (GET). It would open a popup (another window or tab). "
+        "The policy refuses it."
+    )
+
+
 async def test_reads_only_hides_and_refuses_write_tools(clock: FakeClock) -> None:
     listed, (result,), backend = await run(
         clock,

@@ -265,7 +265,10 @@ def _describe_write(result: models.WriteResult) -> str:
         if target:
             parts.append(f"It would act on: {target}.")
         if preview.navigates_to:
-            parts.append(f"It would navigate to {preview.navigates_to}.")
+            method = f" ({preview.method})" if preview.method else ""
+            parts.append(f"It would navigate to {preview.navigates_to}{method}.")
+        if preview.opens_popup:
+            parts.append("It would open a popup (another window or tab).")
         parts.append("The policy allows it." if preview.allowed else "The policy refuses it.")
         return " ".join(parts)
     return (
