@@ -51,6 +51,11 @@ log = logging.getLogger(__name__)
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# Far deeper than any body of the spec (a command nests four levels), far shallower than the
+# recursion limits of json and pydantic-core.
+MAX_JSON_DEPTH = 128
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
 DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
@@ -71,7 +76,17 @@ def _json(model: WireModel, status: int, headers: dict[str, str] | None = None) 
 
 
 def _bearer(request: Request[Any, Any, Any]) -> str | None:
-    header = request.headers.get("authorization", "")
+    values = request.headers.getall("authorization", [])
+    if len(values) > 1:
+        # RFC 9110 §11.6.2 allows one credential per request; with two, a proxy and the service
+        # could each authenticate a different one.
+        raise ProblemError(
+            401,
+            "unauthorized",
+            "send exactly one Authorization header",
+            headers={"WWW-Authenticate": 'Bearer realm="understudy"'},
+        )
+    header = values[0] if values else ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
@@ -149,14 +164,79 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
-def _parse(model: type[Any], body: bytes) -> Any:
+class _DuplicateKeyError(ValueError):
+    """An object names one key twice (RFC 8259 §4 leaves the meaning open; we refuse it)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key[:64]
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Python keeps the last duplicate and pydantic would too, while another parser on the way
+    # (a proxy, a gateway's audit log) may keep the first: `{"dryRun":true,"dryRun":false}`
+    # would then be logged as a dry run and run as a real write.
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKeyError(key)
+        data[key] = value
+    return data
+
+
+def _too_deep(text: str) -> bool:
+    """Whether the JSON text nests arrays and objects deeper than `MAX_JSON_DEPTH`.
+
+    Counted on the text with strings blanked out, before parsing: the parsers recurse once per
+    level, and a body of 256 KiB of `[` would otherwise end in a RecursionError (a 500).
+    """
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub('""', text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _parse(model: type[Any], body: bytes, *, uuid_fields: tuple[str, ...] = ()) -> Any:
     try:
         text = body.decode("utf-8")  # RFC 8259: JSON between systems is UTF-8
-        data = json.loads(text, parse_float=_integral, parse_constant=_no_constant)
     except ValueError:
         raise invalid_request(
             "/: the body is not valid JSON", [{"path": "/", "message": "invalid JSON"}]
         ) from None
+    if _too_deep(text):
+        message = f"nested deeper than {MAX_JSON_DEPTH} levels"
+        raise invalid_request(f"/: {message}", [{"path": "/", "message": message}])
+    try:
+        data = json.loads(
+            text,
+            parse_float=_integral,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_keys,
+        )
+    except _DuplicateKeyError as exc:
+        message = f"an object names the key {json.dumps(exc.key)} twice; send it once"
+        raise invalid_request(f"/: {message}", [{"path": "/", "message": message}]) from None
+    except (ValueError, RecursionError):
+        raise invalid_request(
+            "/: the body is not valid JSON", [{"path": "/", "message": "invalid JSON"}]
+        ) from None
+    if isinstance(data, dict):
+        for name in uuid_fields:
+            # pydantic takes a UUID in any form uuid.UUID parses (braces, urn:uuid:, 32 bare
+            # digits); the spec admits only the hyphenated form, so one id has one spelling.
+            value = data.get(name)
+            if isinstance(value, str) and not _UUID.fullmatch(value):
+                message = (
+                    "not a UUID in the 8-4-4-4-12 form, like c3a1e0f2-94d1-4b5e-8d5c-0e6f1a2b3c4d"
+                )
+                raise invalid_request(
+                    f"/{name}: {message}", [{"path": f"/{name}", "message": message}]
+                )
     try:
         # Strict: JSON Schema has no coercion, so `false` or "3" is no integer and 1 no string.
         return model.model_validate_json(json.dumps(data), strict=True)
@@ -343,7 +423,7 @@ async def submit_command(
     body = await _body(request)
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
-    req: m.CommandRequest = _parse(m.CommandRequest, body)
+    req: m.CommandRequest = _parse(m.CommandRequest, body, uuid_fields=("commandId",))
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
     row = await agent.wait_outcome(row.command_id)
