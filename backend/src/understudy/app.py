@@ -6,14 +6,16 @@ authenticate, and hand the work to the actors. Every error is problem+json.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
 from litestar.connection import WebSocket
@@ -24,7 +26,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from understudy import _security
 from understudy._commands import CommandState
-from understudy._connection import CLOSE_TICKET_REFUSED
+from understudy._connection import (
+    CLOSE_FRAME_RATE,
+    CLOSE_HELLO_TIMEOUT,
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_TICKET_REFUSED,
+)
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
 from understudy._store import commands as command_store
@@ -37,7 +44,7 @@ from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Callable
 
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -539,11 +546,70 @@ class _WsConnection:
         await self._socket.close(code=code, reason=reason)
 
 
-async def _frames(socket: WebSocket[Any, Any, Any]) -> AsyncIterator[str]:
-    with contextlib.suppress(WebSocketDisconnect):
-        while True:
-            data = await socket.receive_data(mode="text")
-            yield data if isinstance(data, str) else data.decode()
+class _Agent(Protocol):
+    async def handle(self, serial: int, raw: str | bytes) -> None: ...
+
+    def said_hello(self, serial: int) -> bool: ...
+
+
+class _FrameBudget:
+    """A token bucket: `rate` frames a second sustained, `burst` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self._rate = rate
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._at = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+
+async def _serve_frames(
+    socket: WebSocket[Any, Any, Any], agent: _Agent, serial: int, kind: str, frame_rate: float
+) -> None:
+    """Feed the socket's frames to its agent until it closes, within the connection limits.
+
+    A socket that has not said an accepted `hello` within the hello timeout closes with 4408; one
+    that sends frames faster than its budget closes with 4429; a frame over `ws_max_size` is
+    refused by the WebSocket layer with 1009. Each leaves a content-free `connection.closed`.
+    """
+    services = _services(socket)
+    limits = services.settings.connection_limits
+    budget = _FrameBudget(frame_rate, limits.socket_frame_burst)
+    hello_by = asyncio.get_running_loop().time() + limits.hello_timeout_s
+    while True:
+        try:
+            if agent.said_hello(serial):
+                data = await socket.receive_data(mode="text")
+            else:
+                async with asyncio.timeout_at(hello_by):
+                    data = await socket.receive_data(mode="text")
+        except TimeoutError:
+            await _close(socket, kind, CLOSE_HELLO_TIMEOUT, "hello_timeout", "no hello in time")
+            return
+        except WebSocketDisconnect as exc:
+            if exc.code == CLOSE_MESSAGE_TOO_BIG:
+                services.telemetry.emit("connection.closed", kind=kind, reason="frame_too_big")
+            return
+        if not budget.take():
+            await _close(socket, kind, CLOSE_FRAME_RATE, "frame_rate", "too many frames")
+            return
+        await agent.handle(serial, data)
+
+
+async def _close(
+    socket: WebSocket[Any, Any, Any], kind: str, code: int, reason: str, text: str
+) -> None:
+    _services(socket).telemetry.emit("connection.closed", kind=kind, reason=reason)
+    with contextlib.suppress(Exception):  # the peer may be gone already
+        await socket.close(code=code, reason=text)
 
 
 class _Refused(Exception):
@@ -594,16 +660,17 @@ async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
     if claims is None:
         await _refuse(socket)
         return
-    agent = _services(socket).device_agent(claims.tenant, claims.device)
+    services = _services(socket)
+    agent = services.device_agent(claims.tenant, claims.device)
     await socket.accept()
     conn = _WsConnection(socket)
     serial = await agent.accept(conn, claims)
     if serial is None:
         await socket.close(code=4401, reason="ticket refused")
         return
+    rate = services.settings.connection_limits.socket_frames_per_s
     try:
-        async for raw in _frames(socket):
-            await agent.handle(serial, raw)
+        await _serve_frames(socket, agent, serial, "device", rate)
     finally:
         await agent.disconnected(serial)
 
@@ -618,15 +685,18 @@ async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[
     if claims is None:
         await _refuse(socket)
         return
-    agent = _services(socket).session_agent(session_id)
+    services = _services(socket)
+    agent = services.session_agent(session_id)
     await socket.accept()
     serial = await agent.accept(_WsConnection(socket), claims)
     if serial is None:
         await socket.close(code=4401, reason="ticket refused")
         return
+    # Up to three frames per command the session quota admits (write_ready, result, a dialog).
+    quota = services.settings.quota.commands_per_session_per_min
+    rate = max(services.settings.connection_limits.socket_frames_per_s, 3 * quota / 60)
     try:
-        async for raw in _frames(socket):
-            await agent.handle(serial, raw)
+        await _serve_frames(socket, agent, serial, "session", rate)
     finally:
         await agent.disconnected(serial)
 

@@ -82,6 +82,10 @@ class SessionAgent:
     def available(self) -> bool:
         return self._conn is not None and self.hello is not None
 
+    def said_hello(self, serial: int) -> bool:
+        """Whether connection `serial` is authoritative and its hello was accepted."""
+        return serial == self._serial and self._conn is not None and self.hello is not None
+
     async def wait_available(self, until: float) -> bool:
         """Wait (on the injected clock) until the session socket has said hello, or `until`."""
         if not self.available and self.s.clock.now() < until:
