@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from understudy import _store
 from understudy._ratelimit import ApproximateLimiter
+from understudy._revocation import RevocationWatch
 from understudy._store import commands, credentials
 from understudy._store import sessions as session_store
 
@@ -41,6 +42,7 @@ class Services:
         self.limiter = ApproximateLimiter(
             self.settings.quota.requests_per_credential_per_min, 60.0, self.clock.now
         )
+        self.revocations = RevocationWatch(self)
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
@@ -82,10 +84,12 @@ class Services:
             self.coordinator(tenant).arm()
         for session_id in commands.sessions_with_open_commands(self.db):
             self.session_agent(session_id).arm()
+        self.revocations.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        await self.revocations.stop()
         for coordinator in self.coordinators.values():
             coordinator.disarm()
         closers = [agent.shutdown() for agent in self.device_agents.values()]

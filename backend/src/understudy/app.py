@@ -15,7 +15,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
 from litestar.connection import WebSocket
@@ -44,7 +44,7 @@ from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from understudy.generated._wire import WireModel
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
@@ -71,6 +72,7 @@ DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 class Consumer:
     tenant: str
     actor: str
+    digest: str  # of the API key, to end this request's waits if the key is revoked
 
 
 def _services(request: Request[Any, Any, Any] | WebSocket[Any, Any, Any]) -> Services:
@@ -131,7 +133,35 @@ def consumer(request: Request[Any, Any, Any]) -> Consumer:
         raise _unauthorized()
     _backstop(services, digest)
     services.telemetry.emit("auth.accepted", kind="consumer", tenant=key.tenant, actor=key.actor)
-    return Consumer(key.tenant, key.actor)
+    return Consumer(key.tenant, key.actor, digest)
+
+
+async def _unless_revoked(services: Services, who: Consumer, waiting: Awaitable[T]) -> T:
+    """Await `waiting`, unless the caller's key is revoked first: then 401 at once.
+
+    The waits are pure waits (turns inside them are shielded), so cancelling one loses
+    nothing: the command or session it watched keeps its durable state.
+    """
+    task = asyncio.ensure_future(waiting)
+    with services.revocations.key_waits(who.digest) as revoked:
+        signal = asyncio.ensure_future(revoked.wait())
+        try:
+            await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signal.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if not task.cancelled():
+        return task.result()
+    services.telemetry.emit("auth.refused", kind="consumer", reason="revoked_while_waiting")
+    raise ProblemError(
+        401,
+        "unauthorized",
+        "the API key was revoked while this request waited; what it started stays as it is",
+        headers={"WWW-Authenticate": 'Bearer realm="understudy"'},
+    )
 
 
 def device_principal(request: Request[Any, Any, Any]) -> Device:
@@ -304,11 +334,14 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
         )
     deadline = services.clock.now() + CREATE_WAIT_S
     outcome = await coordinator.create_unattended(who.actor, req, origins, key)
-    row = await coordinator.wait_connected(outcome.session.session_id)
+    row = await _unless_revoked(
+        services, who, coordinator.wait_connected(outcome.session.session_id)
+    )
     if row.status == "connected" and not outcome.replay:
         # Connected means the tab exists; wait (within the same 5 s) for its session socket too,
         # so the caller's first command does not meet 503 session_unavailable.
-        await services.session_agent(row.session_id).wait_available(deadline)
+        agent = services.session_agent(row.session_id)
+        await _unless_revoked(services, who, agent.wait_available(deadline))
     location = f"/v1/sessions/{row.session_id}"
     if is_terminal(row):
         raise ProblemError(
@@ -433,7 +466,7 @@ async def submit_command(
     req: m.CommandRequest = _parse(m.CommandRequest, body, uuid_fields=("commandId",))
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
-    row = await agent.wait_outcome(row.command_id)
+    row = await _unless_revoked(services, who, agent.wait_outcome(row.command_id))
     return _outcome(sid, row)
 
 

@@ -208,6 +208,10 @@ class DeviceAgent:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
 
+    async def close_current(self, code: int, reason: str) -> None:
+        """Close the authoritative connection, if any, as if it had disconnected."""
+        await self.disconnected(self._conn_serial, close=(code, reason))
+
     async def shutdown(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
