@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from understudy import _store
+from understudy._lock import unlock_data_dir
 from understudy._ratelimit import ApproximateLimiter
 from understudy._revocation import RevocationWatch
 from understudy._store import commands, credentials
@@ -37,6 +38,7 @@ class Services:
     device_agents: dict[tuple[str, str], DeviceAgent] = field(default_factory=dict)
     session_agents: dict[str, SessionAgent] = field(default_factory=dict)
     ready: bool = False
+    data_dir_lock: int | None = None  # the descriptor holding the one-writer lock
 
     def __post_init__(self) -> None:
         self.limiter = ApproximateLimiter(
@@ -97,3 +99,6 @@ class Services:
         await asyncio.gather(*closers, return_exceptions=True)
         self.db.close()
         self.telemetry.close()
+        if self.data_dir_lock is not None:
+            lock, self.data_dir_lock = self.data_dir_lock, None
+            unlock_data_dir(lock)

@@ -232,6 +232,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from understudy._bootstrap import build_services
+    from understudy._lock import DataDirInUseError
     from understudy._server import server_config
     from understudy.app import create_app
 
@@ -246,7 +247,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         )
     try:
         services = build_services(settings)
-    except (ConfigError, SchemaTooNewError) as exc:
+    except (ConfigError, SchemaTooNewError, DataDirInUseError) as exc:
         print(f"understudy: {exc}", file=sys.stderr)
         return 2
     print(

@@ -207,6 +207,7 @@ class DeviceAgent:
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
+        await self.s.coordinator(self.tenant).device_disconnected(self.device_id)
 
     async def close_current(self, code: int, reason: str) -> None:
         """Close the authoritative connection, if any, as if it had disconnected."""
