@@ -15,6 +15,8 @@ import httpx
 import pytest
 import websockets
 
+from bench._http import HttpConnection
+from bench.connection_limits import SlowClients, healthz_latencies
 from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
 from understudy._config import MAX_FRAME_BYTES, MAX_SCREENSHOT_CHARS, ConnectionLimits
 from understudy._server import server_config
@@ -192,3 +194,27 @@ async def test_the_default_frame_bound_fits_the_largest_screenshot_not_16_mib(
         await socket.send("x" * (MAX_FRAME_BYTES + 1))
     await asyncio.wait_for(socket.wait_closed(), PATIENCE_S)
     assert socket.close_code == 1009
+
+
+async def test_the_slow_client_load_of_the_benchmark_is_refused_while_healthz_answers(
+    limited: Backend,
+) -> None:
+    # A fixed slice of bench/connection_limits.py: what the limits do, not how fast.
+    devices = {f"slow-{i}": limited.enroll(device=f"slow-{i}") for i in range(2)}
+    clients = SlowClients("127.0.0.1", limited.settings.port, 3, devices, trickle_interval_s=0.05)
+    connection = HttpConnection("127.0.0.1", limited.settings.port)
+    try:
+        await clients.start()
+        # 40 samples every 50 ms: 2 s, four times the limits, so every slow client meets them.
+        _, statuses = await healthz_latencies(connection, 40, pace_ms=50)
+    finally:
+        await clients.stop()
+        await connection.close()
+    assert statuses == {200: 40}
+    assert clients.counts["trickle_408"] >= 3
+    assert clients.counts["trickle_other_reply"] == 0
+    assert clients.close_codes[4408] >= 2
+    assert set(clients.close_codes) == {4408}
+    closed = _closed(limited)
+    assert closed.count(("http", "slow_headers")) >= clients.counts["trickle_408"]
+    assert closed.count(("device", "hello_timeout")) >= 2
