@@ -21,6 +21,7 @@ from tests.backend.conftest import Backend, idem, start_backend, stop_backend, u
 from understudy._config import MAX_FRAME_BYTES, MAX_SCREENSHOT_CHARS, ConnectionLimits
 from understudy._server import server_config
 from understudy.app import create_app
+from understudy.generated import models as m
 from understudy.simdevice import Behaviour
 
 if TYPE_CHECKING:
@@ -148,6 +149,27 @@ async def test_a_socket_that_never_says_hello_is_closed_with_4408(limited: Backe
     assert await _close_code(chatty) == 4408  # frames other than hello do not count
     await _healthz(limited)
     assert _closed(limited) == [("device", "hello_timeout")] * 2
+
+
+async def test_a_session_socket_that_never_says_hello_is_closed_with_4408(
+    limited: Backend,
+) -> None:
+    device = await limited.device(behaviour=Behaviour(open_session_sockets=False))
+    async with limited.client(limited.api_key()) as http:
+        pending = asyncio.ensure_future(
+            http.post("/v1/sessions", json=unattended(), headers=idem())
+        )
+        ticket = await device.wait_for(
+            lambda: next(iter(device.frames_of(m.DeviceServerSessionTicket)), None)
+        )
+        await limited.settle()  # the provision_ack turn: the session is connected
+        socket = await websockets.connect(
+            f"{ticket.socket_url}?ticket={ticket.ticket}", open_timeout=PATIENCE_S
+        )
+        assert await _close_code(socket) == 4408
+        await limited.clock.advance(5)
+        await pending
+    assert _closed(limited) == [("session", "hello_timeout")]
 
 
 async def test_a_device_that_said_hello_outlives_the_hello_timeout(limited: Backend) -> None:
