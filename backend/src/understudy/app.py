@@ -302,7 +302,14 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
     services = _services(request)
     body = await _body(request)
     coordinator = services.coordinator(who.tenant)
-    key = request.headers.get("idempotency-key")
+    keys = request.headers.getall("idempotency-key", [])
+    if len(keys) > 1:
+        # Which one a proxy or a retry library would keep is anyone's guess; refuse both.
+        raise invalid_request(
+            "send one Idempotency-Key header",
+            [{"path": "Idempotency-Key", "message": "sent more than once"}],
+        )
+    key = keys[0] if keys else None
     # The spec types the header as a UUID wherever it is sent, attended creates included.
     if key is not None and not _UUID.fullmatch(key):
         raise invalid_request(

@@ -167,3 +167,19 @@ async def test_an_idempotency_key_in_another_spelling_is_400(backend: Backend) -
         )
         assert replay.status_code == 200, replay.text
         assert replay.json()["sessionId"] == first.json()["sessionId"]
+
+
+async def test_two_idempotency_keys_are_400(backend: Backend) -> None:
+    await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        response = await http.post(
+            "/v1/sessions",
+            json=unattended(),
+            headers=[
+                ("Idempotency-Key", str(uuid.uuid4())),
+                ("Idempotency-Key", str(uuid.uuid4())),
+            ],
+        )
+        body = _problem(response, 400, "invalid_request")
+        assert body["errors"] == [{"path": "Idempotency-Key", "message": "sent more than once"}]
+        assert backend.devices[0].leases == {}
