@@ -59,7 +59,7 @@ T = TypeVar("T")
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
-# Far deeper than any body of the spec (a command nests four levels), far shallower than the
+# Far deeper than any body of the spec (a command nests a few levels), far shallower than the
 # recursion limits of json and pydantic-core.
 MAX_JSON_DEPTH = 128
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
@@ -87,8 +87,8 @@ def _json(model: WireModel, status: int, headers: dict[str, str] | None = None) 
 def _bearer(request: Request[Any, Any, Any]) -> str | None:
     values = request.headers.getall("authorization", [])
     if len(values) > 1:
-        # RFC 9110 §11.6.2 allows one credential per request; with two, a proxy and the service
-        # could each authenticate a different one.
+        # Authorization is not a list field, so RFC 9110 §5.3 forbids sending it twice; with
+        # two, a proxy and the service could each authenticate a different credential.
         raise ProblemError(
             401,
             "unauthorized",
