@@ -80,31 +80,30 @@ class RevocationWatch:
 
     async def _sweep(self) -> None:
         db = self.s.db
-        revoked_devices: set[tuple[str, str]] = set()
+        revoked: dict[tuple[str, str], bool] = {}  # (tenant, device) -> revoked, looked up once
+
+        def is_revoked(tenant: str, device_id: str) -> bool:
+            if (tenant, device_id) not in revoked:
+                device = credentials.get_device(db, tenant, device_id)
+                revoked[(tenant, device_id)] = device is None or device.revoked_at is not None
+            return revoked[(tenant, device_id)]
+
         for (tenant, device_id), agent in list(self.s.device_agents.items()):
-            device = credentials.get_device(db, tenant, device_id)
-            if device is not None and device.revoked_at is not None:
-                revoked_devices.add((tenant, device_id))
-                if agent.connected:
-                    self.s.telemetry.emit(
-                        "connection.closed",
-                        kind="device",
-                        reason="revoked",
-                        tenant=tenant,
-                        device=device_id,
-                    )
-                    await agent.close_current(CLOSE_REVOKED, "device revoked")
+            if agent.connected and is_revoked(tenant, device_id):
+                self.s.telemetry.emit(
+                    "connection.closed",
+                    kind="device",
+                    reason="revoked",
+                    tenant=tenant,
+                    device=device_id,
+                )
+                await agent.close_current(CLOSE_REVOKED, "device revoked")
         for session_id, session_agent in list(self.s.session_agents.items()):
             if not session_agent.connected:
                 continue
             row = session_store.get(db, session_id)
-            if row is None or row.device_id is None:
+            if row is None or row.device_id is None or not is_revoked(row.tenant, row.device_id):
                 continue
-            key = (row.tenant, row.device_id)
-            if key not in revoked_devices:
-                device = credentials.get_device(db, *key)
-                if device is None or device.revoked_at is None:
-                    continue
             self.s.telemetry.emit(
                 "connection.closed", kind="session", reason="revoked", tenant=row.tenant
             )
