@@ -619,8 +619,14 @@ class TenantCoordinator:
             if self.s.device_agent(self.tenant, device_id).connected:
                 return  # it reconnected before this turn ran; its hello reconciles the leases
             device = credentials.get_device(self.s.db, self.tenant, device_id)
-            if device is not None:
-                self._offline(device_id, device.last_seen_at or now, "socket_closed")
+            if device is None:
+                return
+            held = store.holding_capacity(self.s.db, self.tenant, device_id)
+            if not device.online and all(row.grace_deadline is not None for row in held):
+                # Already offline with every session recovering (a revoked device, or a socket
+                # that never said hello): no write, so a reconnecting flood costs no fsync.
+                return
+            self._offline(device_id, device.last_seen_at or now, "socket_closed")
 
         await self._turn(body)
 
