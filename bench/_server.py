@@ -77,6 +77,7 @@ class Server:
         telemetry: Write content-free telemetry to ``data_dir/telemetry.jsonl``.
         profile: Run under ``bench._cprofile_serve`` so phases can be CPU-profiled.
         group_commit: ``UNDERSTUDY_SQLITE_GROUP_COMMIT``.
+        extra_env: More settings (e.g. ``UNDERSTUDY_CONNECTION_LIMITS``).
     """
 
     data_dir: Path
@@ -86,6 +87,7 @@ class Server:
     telemetry: bool = True
     profile: bool = False
     group_commit: bool = True
+    extra_env: Mapping[str, str] = field(default_factory=dict)
     port: int = field(default_factory=free_port)
     api_key: str = ""
     process: asyncio.subprocess.Process | None = None
@@ -130,6 +132,7 @@ class Server:
             UNATTENDED_ENABLED_TENANTS=json.dumps([TENANT]),
             QUOTA_POLICY=json.dumps(RAISED_QUOTAS),
         )
+        env.update(self.extra_env)
         if self.profile:
             env["BENCH_PROFILE_OUT"] = str(self.profile_path)
         if self.telemetry:

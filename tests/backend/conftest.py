@@ -19,6 +19,7 @@ from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
+from understudy._server import server_config
 from understudy._store import credentials
 from understudy.app import create_app
 from understudy.simdevice import Behaviour, SimulatedDevice
@@ -113,13 +114,10 @@ async def start_backend(
     settings = replace(load_settings(env), **overrides)
     clock = clock or ManualClock()
     services = build_services(settings, clock)
-    config = uvicorn.Config(
+    config = server_config(
         create_app(services),
+        services,
         host="127.0.0.1",
-        port=port,
-        lifespan="on",
-        log_level="warning",
-        ws="websockets-sansio",
         # A request still waiting on the manual clock must not hold shutdown (and a test) forever.
         timeout_graceful_shutdown=2,
     )

@@ -94,6 +94,34 @@ def documented_headers(operation_id: str, status: int) -> frozenset[str]:
     return frozenset(name.lower() for name in _resolve(response).get("headers", {}))
 
 
+@cache
+def headers_required_with_body() -> dict[str, frozenset[str]]:
+    """operationId -> header parameters the spec marks `x-required-with-body: true`.
+
+    OpenAPI cannot say "required when the request has a body" (an unattended create needs an
+    `Idempotency-Key`, an attended one does not), so the spec says it with this extension and
+    positive fuzzing follows it instead of a list kept here.
+    """
+    found: dict[str, frozenset[str]] = {}
+    for operation_id_, (method, path) in operations().items():
+        parameters = spec()["paths"][path][method.lower()].get("parameters", [])
+        marked = [
+            resolved
+            for resolved in (_resolve(parameter) for parameter in parameters)
+            if resolved.get("in") == "header" and resolved.get("x-required-with-body") is True
+        ]
+        for parameter in marked:
+            if parameter.get("schema", {}).get("format") != "uuid":
+                raise ContractViolation(
+                    f"{operation_id_}: {parameter['name']} is x-required-with-body but not a "
+                    "UUID; the contract fills only UUID headers"
+                )
+        names = frozenset(parameter["name"] for parameter in marked)
+        if names:
+            found[operation_id_] = names
+    return found
+
+
 def operation_id(case: Case) -> str:
     value = case.operation.definition.raw.get("operationId")
     if not isinstance(value, str):

@@ -2,9 +2,11 @@
 
 `prepare` is the before-call hook shared by the stateless and the stateful tests:
 
-- A positive `createSession` case with a body gets a fresh `Idempotency-Key`: the spec says the
-  key is required with an unattended body, and a generated UUID repeats across examples (Hypothesis
-  favours small values), which would turn distinct creates into `409 idempotency_conflict`.
+- A positive case with a body gets a fresh value for every header the spec marks
+  `x-required-with-body` (the `Idempotency-Key` of an unattended `createSession`): OpenAPI cannot
+  make a header required only with a body, and a generated UUID repeats across examples
+  (Hypothesis favours small values), which would turn distinct creates into
+  `409 idempotency_conflict`.
 - Positive `allowedOrigins` are drawn from exact origins: the spec's `Origin` schema is a bare
   string, so most generated values are not origins at all and the server rightly answers 400.
 - A positive `submitCommand` gets a fresh `commandId` (the coverage phase reuses the spec's
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from requests.structures import CaseInsensitiveDict
 from schemathesis.core.parameters import ParameterLocation
 
-from tests.contract._checks import operation_id, track_request_secrets
+from tests.contract._checks import headers_required_with_body, operation_id, track_request_secrets
 from tests.contract._live import TENANT
 
 if TYPE_CHECKING:
@@ -77,11 +79,14 @@ def _uuid_int(value: Any) -> int | None:
 def prepare(case: Case, live: LiveBackend, *, substitute: bool = True) -> None:
     """Adjust a generated case before it is sent (see the module docstring)."""
     op = operation_id(case)
+    required = headers_required_with_body().get(op, frozenset())
+    if required and isinstance(case.body, dict) and _is_positive(case, ParameterLocation.HEADER):
+        # Each is a UUID (headers_required_with_body refuses any other kind).
+        headers = dict(case.headers or {})
+        for name in sorted(required):
+            headers[name] = str(uuid.uuid4())
+        case.headers = CaseInsensitiveDict(headers)
     if op == "createSession" and isinstance(case.body, dict):
-        if _is_positive(case, ParameterLocation.HEADER):
-            headers = dict(case.headers or {})
-            headers["Idempotency-Key"] = str(uuid.uuid4())
-            case.headers = CaseInsensitiveDict(headers)
         origins = case.body.get("allowedOrigins")
         if _is_positive(case) and isinstance(origins, list) and origins:
             case.body = {

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.contract._checks import headers_required_with_body
 from tests.contract._scenario import command, unattended
 
 if TYPE_CHECKING:
@@ -116,3 +117,19 @@ async def test_the_credential_backstop_429_is_documented_everywhere(scenario: Sc
             limited = await call
             scenario.conforms(operation_id, limited, 429, "rate_limited", path=path)
             assert int(limited.headers["retry-after"]) >= 1
+
+
+async def test_a_header_the_spec_requires_with_a_body_is_required_exactly_then(
+    scenario: Scenario,
+) -> None:
+    # Positive fuzzing sends these headers with every body because the spec says so
+    # (x-required-with-body); the server must agree both ways.
+    assert headers_required_with_body() == {"createSession": frozenset({"Idempotency-Key"})}
+    await scenario.device()
+    async with scenario.client() as http:
+        body = unattended()
+        missing = await http.post("/v1/sessions", json=body)
+        scenario.conforms("createSession", missing, 400, "invalid_request", body=body)
+        assert missing.json()["errors"][0]["path"] == "Idempotency-Key"
+        attended = await http.post("/v1/sessions")
+        scenario.conforms("createSession", attended, 200)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from understudy._clock import SystemClock
 from understudy._config import ensure_master_key
+from understudy._lock import lock_data_dir, unlock_data_dir
 from understudy._security import Keys
 from understudy._services import Services
 from understudy._store import Database, check_supported
@@ -32,15 +33,29 @@ def open_database(settings: Settings) -> Database:
 
 
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
+    """The services of one serving process; they hold the data directory's lock until stopped.
+
+    Raises:
+        DataDirInUseError: another service holds the data directory.
+        SchemaTooNewError: the database was migrated by a newer binary.
+        ConfigError: the master key file is unusable.
+    """
     clock = clock or SystemClock()
-    db = open_database(settings)
+    lock = lock_data_dir(settings.data_dir)
     try:
-        # Refuse a newer database before serving anything (start-up would only fail later).
-        check_supported(db)
+        db = open_database(settings)
+        try:
+            # Refuse a newer database before serving anything (start-up would only fail later).
+            check_supported(db)
+            keys = Keys.from_master(ensure_master_key(settings))
+        except BaseException:
+            db.close()
+            raise
     except BaseException:
-        db.close()
+        unlock_data_dir(lock)
         raise
-    keys = Keys.from_master(ensure_master_key(settings))
     telemetry = Telemetry(settings.telemetry_path, keys, clock=clock.now)
     install_server_log_filter()
-    return Services(settings=settings, db=db, clock=clock, keys=keys, telemetry=telemetry)
+    return Services(
+        settings=settings, db=db, clock=clock, keys=keys, telemetry=telemetry, data_dir_lock=lock
+    )

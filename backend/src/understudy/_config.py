@@ -56,6 +56,42 @@ class QuotaPolicy:
     requests_per_credential_per_min: int = 300
 
 
+# The largest frame the protocol sends to the server is a `screenshot` result: at most 8,000,000
+# base64 characters (spec/frames/commands.json). 1 MiB covers its envelope with a wide margin.
+MAX_SCREENSHOT_CHARS: Final = 8_000_000
+MAX_FRAME_BYTES: Final = MAX_SCREENSHOT_CHARS + 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """Time, rate and size limits of one client connection (HTTP or WebSocket).
+
+    The time limits are wall-clock seconds on the event loop, not the injected clock: they guard
+    the process, not a business deadline.
+    """
+
+    # From the connection's start (or the end of its previous response) to a complete request
+    # head. Covers a connection that sends nothing and headers trickled a byte at a time.
+    request_head_timeout_s: float = 10.0
+    # From a socket's accept to its accepted `hello`.
+    hello_timeout_s: float = 10.0
+    # Sustained frames a second one socket may send, and the burst above it. A session socket
+    # may also send three frames (write_ready, result, a dialog) per command its session quota
+    # admits, so raised quotas raise its bound with them.
+    socket_frames_per_s: float = 50.0
+    socket_frame_burst: int = 200
+    max_frame_bytes: int = MAX_FRAME_BYTES
+
+
+_LIMIT_RANGES: Final[dict[str, tuple[float, float]]] = {
+    "request_head_timeout_s": (0.1, 600.0),
+    "hello_timeout_s": (0.1, 600.0),
+    "socket_frames_per_s": (1.0, 1_000_000.0),
+    "socket_frame_burst": (1, 1_000_000),
+    "max_frame_bytes": (64 * 1024, 256 * 1024 * 1024),
+}
+
+
 def _camel(snake: str) -> str:
     head, *rest = snake.split("_")
     return head + "".join(part.capitalize() for part in rest)
@@ -95,6 +131,7 @@ class Settings:
         frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
     )
     telemetry_path: Path | None = None
+    connection_limits: ConnectionLimits = ConnectionLimits()
 
     def __post_init__(self) -> None:
         if not self.public_url:
@@ -293,6 +330,29 @@ def _socket_origins(value: object, name: str) -> frozenset[str]:
     return frozenset(origins)
 
 
+def _connection_limits(value: object, name: str) -> ConnectionLimits:
+    example = 'give a JSON object like {"requestHeadTimeoutS": 10, "helloTimeoutS": 10}'
+    data = _json(value, name, example)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{name}: {example}")
+    keys = {_camel(field_name): field_name for field_name in _LIMIT_RANGES}
+    keys.update({field_name: field_name for field_name in _LIMIT_RANGES})
+    chosen: dict[str, float | int] = {}
+    for key, limit in data.items():
+        field_name = keys.get(key)
+        if field_name is None:
+            known = ", ".join(sorted(_camel(f) for f in _LIMIT_RANGES))
+            raise ConfigError(f"{name}: unknown key {key!r}; known keys: {known}")
+        low, high = _LIMIT_RANGES[field_name]
+        whole = isinstance(low, int)
+        number = isinstance(limit, int | float) and not isinstance(limit, bool)
+        if not number or (whole and not isinstance(limit, int)) or not low <= limit <= high:
+            kind = "a whole number" if whole else "a number"
+            raise ConfigError(f"{name}: {key!r} must be {kind} from {low:g} to {high:g}")
+        chosen[field_name] = limit
+    return ConnectionLimits(**chosen)  # type: ignore[arg-type]
+
+
 def _optional_path(value: object, name: str) -> Path | None:
     return None if isinstance(value, str) and not value.strip() else _path(value, name)
 
@@ -310,6 +370,7 @@ _FIELDS: Final[dict[str, tuple[str, Callable[[object, str], Any]]]] = {
     "sqlite_group_commit": ("UNDERSTUDY_SQLITE_GROUP_COMMIT", _switch),
     "allowed_socket_origins": ("UNDERSTUDY_ALLOWED_SOCKET_ORIGINS", _socket_origins),
     "telemetry_path": ("UNDERSTUDY_TELEMETRY_PATH", _optional_path),
+    "connection_limits": ("UNDERSTUDY_CONNECTION_LIMITS", _connection_limits),
 }
 
 

@@ -39,6 +39,7 @@ TITLES: dict[str, str] = {
     "method_not_allowed": "Method not allowed",
     "unsupported_media_type": "Unsupported media type",
     "payload_too_large": "Payload too large",
+    "request_timeout": "Request timeout",
     "internal_error": "Internal error",
 }
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from understudy import _store
+from understudy._lock import unlock_data_dir
 from understudy._ratelimit import ApproximateLimiter
+from understudy._revocation import RevocationWatch
 from understudy._store import commands, credentials
 from understudy._store import sessions as session_store
 
@@ -36,11 +38,13 @@ class Services:
     device_agents: dict[tuple[str, str], DeviceAgent] = field(default_factory=dict)
     session_agents: dict[str, SessionAgent] = field(default_factory=dict)
     ready: bool = False
+    data_dir_lock: int | None = None  # the descriptor holding the one-writer lock
 
     def __post_init__(self) -> None:
         self.limiter = ApproximateLimiter(
             self.settings.quota.requests_per_credential_per_min, 60.0, self.clock.now
         )
+        self.revocations = RevocationWatch(self)
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
@@ -82,10 +86,12 @@ class Services:
             self.coordinator(tenant).arm()
         for session_id in commands.sessions_with_open_commands(self.db):
             self.session_agent(session_id).arm()
+        self.revocations.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        await self.revocations.stop()
         for coordinator in self.coordinators.values():
             coordinator.disarm()
         closers = [agent.shutdown() for agent in self.device_agents.values()]
@@ -93,3 +99,6 @@ class Services:
         await asyncio.gather(*closers, return_exceptions=True)
         self.db.close()
         self.telemetry.close()
+        if self.data_dir_lock is not None:
+            lock, self.data_dir_lock = self.data_dir_lock, None
+            unlock_data_dir(lock)

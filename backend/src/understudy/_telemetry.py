@@ -44,6 +44,7 @@ EVENTS: Final = frozenset(
         "command.admitted",
         "command.outcome",
         "dialog.recorded",
+        "connection.closed",
     }
 )
 IDENTITY_FIELDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})

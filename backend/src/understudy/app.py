@@ -6,14 +6,16 @@ authenticate, and hand the work to the actors. Every error is problem+json.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
 from litestar.connection import WebSocket
@@ -24,7 +26,12 @@ from pydantic import TypeAdapter, ValidationError
 
 from understudy import _security
 from understudy._commands import CommandState
-from understudy._connection import CLOSE_TICKET_REFUSED
+from understudy._connection import (
+    CLOSE_FRAME_RATE,
+    CLOSE_HELLO_TIMEOUT,
+    CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_TICKET_REFUSED,
+)
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
 from understudy._store import commands as command_store
@@ -37,7 +44,7 @@ from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import Awaitable, Callable
 
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -48,9 +55,15 @@ if TYPE_CHECKING:
     from understudy.generated._wire import WireModel
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 JSON = "application/json"
 MAX_BODY_BYTES = 256 * 1024
 _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
+# Far deeper than any body of the spec (a command nests a few levels), far shallower than the
+# recursion limits of json and pydantic-core.
+MAX_JSON_DEPTH = 128
+_STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
 DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
@@ -59,6 +72,7 @@ DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 class Consumer:
     tenant: str
     actor: str
+    digest: str  # of the API key, to end this request's waits if the key is revoked
 
 
 def _services(request: Request[Any, Any, Any] | WebSocket[Any, Any, Any]) -> Services:
@@ -71,7 +85,17 @@ def _json(model: WireModel, status: int, headers: dict[str, str] | None = None) 
 
 
 def _bearer(request: Request[Any, Any, Any]) -> str | None:
-    header = request.headers.get("authorization", "")
+    values = request.headers.getall("authorization", [])
+    if len(values) > 1:
+        # Authorization is not a list field, so RFC 9110 §5.3 forbids sending it twice; with
+        # two, a proxy and the service could each authenticate a different credential.
+        raise ProblemError(
+            401,
+            "unauthorized",
+            "send exactly one Authorization header",
+            headers={"WWW-Authenticate": 'Bearer realm="understudy"'},
+        )
+    header = values[0] if values else ""
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
@@ -109,7 +133,35 @@ def consumer(request: Request[Any, Any, Any]) -> Consumer:
         raise _unauthorized()
     _backstop(services, digest)
     services.telemetry.emit("auth.accepted", kind="consumer", tenant=key.tenant, actor=key.actor)
-    return Consumer(key.tenant, key.actor)
+    return Consumer(key.tenant, key.actor, digest)
+
+
+async def _unless_revoked(services: Services, who: Consumer, waiting: Awaitable[T]) -> T:
+    """Await `waiting`, unless the caller's key is revoked first: then 401 at once.
+
+    The waits are pure waits (turns inside them are shielded), so cancelling one loses
+    nothing: the command or session it watched keeps its durable state.
+    """
+    task = asyncio.ensure_future(waiting)
+    with services.revocations.key_waits(who.digest) as revoked:
+        signal = asyncio.ensure_future(revoked.wait())
+        try:
+            await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            signal.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    if not task.cancelled():
+        return task.result()
+    services.telemetry.emit("auth.refused", kind="consumer", reason="revoked_while_waiting")
+    raise ProblemError(
+        401,
+        "unauthorized",
+        "the API key was revoked while this request waited; what it started stays as it is",
+        headers={"WWW-Authenticate": 'Bearer realm="understudy"'},
+    )
 
 
 def device_principal(request: Request[Any, Any, Any]) -> Device:
@@ -149,14 +201,79 @@ def _no_constant(text: str) -> Any:
     raise ValueError(f"{text} is not JSON")
 
 
-def _parse(model: type[Any], body: bytes) -> Any:
+class _DuplicateKeyError(ValueError):
+    """An object names one key twice (RFC 8259 §4 leaves the meaning open; we refuse it)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key[:64]
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # Python keeps the last duplicate and pydantic would too, while another parser on the way
+    # (a proxy, a gateway's audit log) may keep the first: `{"dryRun":true,"dryRun":false}`
+    # would then be logged as a dry run and run as a real write.
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise _DuplicateKeyError(key)
+        data[key] = value
+    return data
+
+
+def _too_deep(text: str) -> bool:
+    """Whether the JSON text nests arrays and objects deeper than `MAX_JSON_DEPTH`.
+
+    Counted on the text with strings blanked out, before parsing: the parsers recurse once per
+    level, and a body of 256 KiB of `[` would otherwise end in a RecursionError (a 500).
+    """
+    depth = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub('""', text)):
+        if bracket in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return True
+        else:
+            depth -= 1
+    return False
+
+
+def _parse(model: type[Any], body: bytes, *, uuid_fields: tuple[str, ...] = ()) -> Any:
     try:
         text = body.decode("utf-8")  # RFC 8259: JSON between systems is UTF-8
-        data = json.loads(text, parse_float=_integral, parse_constant=_no_constant)
     except ValueError:
         raise invalid_request(
             "/: the body is not valid JSON", [{"path": "/", "message": "invalid JSON"}]
         ) from None
+    if _too_deep(text):
+        message = f"nested deeper than {MAX_JSON_DEPTH} levels"
+        raise invalid_request(f"/: {message}", [{"path": "/", "message": message}])
+    try:
+        data = json.loads(
+            text,
+            parse_float=_integral,
+            parse_constant=_no_constant,
+            object_pairs_hook=_unique_keys,
+        )
+    except _DuplicateKeyError as exc:
+        message = f"an object names the key {json.dumps(exc.key)} twice; send it once"
+        raise invalid_request(f"/: {message}", [{"path": "/", "message": message}]) from None
+    except (ValueError, RecursionError):
+        raise invalid_request(
+            "/: the body is not valid JSON", [{"path": "/", "message": "invalid JSON"}]
+        ) from None
+    if isinstance(data, dict):
+        for name in uuid_fields:
+            # pydantic takes a UUID in any form uuid.UUID parses (braces, urn:uuid:, 32 bare
+            # digits); the spec admits only the hyphenated form, so one id has one spelling.
+            value = data.get(name)
+            if isinstance(value, str) and not _UUID.fullmatch(value):
+                message = (
+                    "not a UUID in the 8-4-4-4-12 form, like c3a1e0f2-94d1-4b5e-8d5c-0e6f1a2b3c4d"
+                )
+                raise invalid_request(
+                    f"/{name}: {message}", [{"path": f"/{name}", "message": message}]
+                )
     try:
         # Strict: JSON Schema has no coercion, so `false` or "3" is no integer and 1 no string.
         return model.model_validate_json(json.dumps(data), strict=True)
@@ -185,7 +302,14 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
     services = _services(request)
     body = await _body(request)
     coordinator = services.coordinator(who.tenant)
-    key = request.headers.get("idempotency-key")
+    keys = request.headers.getall("idempotency-key", [])
+    if len(keys) > 1:
+        # Which one a proxy or a retry library would keep is anyone's guess; refuse both.
+        raise invalid_request(
+            "send one Idempotency-Key header",
+            [{"path": "Idempotency-Key", "message": "sent more than once"}],
+        )
+    key = keys[0] if keys else None
     # The spec types the header as a UUID wherever it is sent, attended creates included.
     if key is not None and not _UUID.fullmatch(key):
         raise invalid_request(
@@ -217,11 +341,14 @@ async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
         )
     deadline = services.clock.now() + CREATE_WAIT_S
     outcome = await coordinator.create_unattended(who.actor, req, origins, key)
-    row = await coordinator.wait_connected(outcome.session.session_id)
+    row = await _unless_revoked(
+        services, who, coordinator.wait_connected(outcome.session.session_id)
+    )
     if row.status == "connected" and not outcome.replay:
         # Connected means the tab exists; wait (within the same 5 s) for its session socket too,
         # so the caller's first command does not meet 503 session_unavailable.
-        await services.session_agent(row.session_id).wait_available(deadline)
+        agent = services.session_agent(row.session_id)
+        await _unless_revoked(services, who, agent.wait_available(deadline))
     location = f"/v1/sessions/{row.session_id}"
     if is_terminal(row):
         raise ProblemError(
@@ -343,10 +470,10 @@ async def submit_command(
     body = await _body(request)
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
-    req: m.CommandRequest = _parse(m.CommandRequest, body)
+    req: m.CommandRequest = _parse(m.CommandRequest, body, uuid_fields=("commandId",))
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
-    row = await agent.wait_outcome(row.command_id)
+    row = await _unless_revoked(services, who, agent.wait_outcome(row.command_id))
     return _outcome(sid, row)
 
 
@@ -459,11 +586,70 @@ class _WsConnection:
         await self._socket.close(code=code, reason=reason)
 
 
-async def _frames(socket: WebSocket[Any, Any, Any]) -> AsyncIterator[str]:
-    with contextlib.suppress(WebSocketDisconnect):
-        while True:
-            data = await socket.receive_data(mode="text")
-            yield data if isinstance(data, str) else data.decode()
+class _Agent(Protocol):
+    async def handle(self, serial: int, raw: str | bytes) -> None: ...
+
+    def said_hello(self, serial: int) -> bool: ...
+
+
+class _FrameBudget:
+    """A token bucket: `rate` frames a second sustained, `burst` at once."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self._rate = rate
+        self._burst = float(burst)
+        self._tokens = float(burst)
+        self._at = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+        self._at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+
+async def _serve_frames(
+    socket: WebSocket[Any, Any, Any], agent: _Agent, serial: int, kind: str, frame_rate: float
+) -> None:
+    """Feed the socket's frames to its agent until it closes, within the connection limits.
+
+    A socket that has not said an accepted `hello` within the hello timeout closes with 4408; one
+    that sends frames faster than its budget closes with 4429; a frame over `ws_max_size` is
+    refused by the WebSocket layer with 1009. Each leaves a content-free `connection.closed`.
+    """
+    services = _services(socket)
+    limits = services.settings.connection_limits
+    budget = _FrameBudget(frame_rate, limits.socket_frame_burst)
+    hello_by = asyncio.get_running_loop().time() + limits.hello_timeout_s
+    while True:
+        try:
+            if agent.said_hello(serial):
+                data = await socket.receive_data(mode="text")
+            else:
+                async with asyncio.timeout_at(hello_by):
+                    data = await socket.receive_data(mode="text")
+        except TimeoutError:
+            await _close(socket, kind, CLOSE_HELLO_TIMEOUT, "hello_timeout", "no hello in time")
+            return
+        except WebSocketDisconnect as exc:
+            if exc.code == CLOSE_MESSAGE_TOO_BIG:
+                services.telemetry.emit("connection.closed", kind=kind, reason="frame_too_big")
+            return
+        if not budget.take():
+            await _close(socket, kind, CLOSE_FRAME_RATE, "frame_rate", "too many frames")
+            return
+        await agent.handle(serial, data)
+
+
+async def _close(
+    socket: WebSocket[Any, Any, Any], kind: str, code: int, reason: str, text: str
+) -> None:
+    _services(socket).telemetry.emit("connection.closed", kind=kind, reason=reason)
+    with contextlib.suppress(Exception):  # the peer may be gone already
+        await socket.close(code=code, reason=text)
 
 
 class _Refused(Exception):
@@ -514,16 +700,17 @@ async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
     if claims is None:
         await _refuse(socket)
         return
-    agent = _services(socket).device_agent(claims.tenant, claims.device)
+    services = _services(socket)
+    agent = services.device_agent(claims.tenant, claims.device)
     await socket.accept()
     conn = _WsConnection(socket)
     serial = await agent.accept(conn, claims)
     if serial is None:
         await socket.close(code=4401, reason="ticket refused")
         return
+    rate = services.settings.connection_limits.socket_frames_per_s
     try:
-        async for raw in _frames(socket):
-            await agent.handle(serial, raw)
+        await _serve_frames(socket, agent, serial, "device", rate)
     finally:
         await agent.disconnected(serial)
 
@@ -538,15 +725,18 @@ async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[
     if claims is None:
         await _refuse(socket)
         return
-    agent = _services(socket).session_agent(session_id)
+    services = _services(socket)
+    agent = services.session_agent(session_id)
     await socket.accept()
     serial = await agent.accept(_WsConnection(socket), claims)
     if serial is None:
         await socket.close(code=4401, reason="ticket refused")
         return
+    # Up to three frames per command the session quota admits (write_ready, result, a dialog).
+    quota = services.settings.quota.commands_per_session_per_min
+    rate = max(services.settings.connection_limits.socket_frames_per_s, 3 * quota / 60)
     try:
-        async for raw in _frames(socket):
-            await agent.handle(serial, raw)
+        await _serve_frames(socket, agent, serial, "session", rate)
     finally:
         await agent.disconnected(serial)
 

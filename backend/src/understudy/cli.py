@@ -232,6 +232,8 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from understudy._bootstrap import build_services
+    from understudy._lock import DataDirInUseError
+    from understudy._server import server_config
     from understudy.app import create_app
 
     if host or port:
@@ -245,7 +247,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         )
     try:
         services = build_services(settings)
-    except (ConfigError, SchemaTooNewError) as exc:
+    except (ConfigError, SchemaTooNewError, DataDirInUseError) as exc:
         print(f"understudy: {exc}", file=sys.stderr)
         return 2
     print(
@@ -253,15 +255,10 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         f"{settings.public_url}/docs)",
         flush=True,
     )
-    uvicorn.run(
-        create_app(services),
-        host=settings.host,
-        port=settings.port,
-        log_level="warning",
-        ws="websockets-sansio",
-        lifespan="on",
-    )
-    return 0
+    server = uvicorn.Server(server_config(create_app(services), services))
+    server.run()
+    # uvicorn.run's own convention: 3 when the server never started (the port was taken).
+    return 0 if server.started else 3
 
 
 def _explicit_public_url() -> bool:

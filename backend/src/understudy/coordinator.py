@@ -592,22 +592,49 @@ class TenantCoordinator:
         """
         return store.next_deadline(self.s.db, self.tenant, offline_after_s=OFFLINE_AFTER_S)
 
+    def _offline(self, device_id: str, seen: float, reason: str) -> None:
+        """The device is gone: its sessions recover until `GRACE_S` after it was last seen."""
+        credentials.device_offline(self.s.db, self.tenant, device_id)
+        self._telemetry("device.offline", device=device_id, reason=reason)
+        for row in store.holding_capacity(self.s.db, self.tenant, device_id):
+            if row.status == SessionState.CONNECTED:
+                store.update(
+                    self.s.db,
+                    row.session_id,
+                    grace_deadline=seen + GRACE_S,
+                    status=self._move(row, SessionState.RECOVERING),
+                )
+            elif row.grace_deadline is None:
+                store.update(self.s.db, row.session_id, grace_deadline=seen + GRACE_S)
+
+    async def device_disconnected(self, device_id: str) -> None:
+        """The device's authoritative socket closed: it is offline now, not 75 s from now.
+
+        The 75 s rule is for a socket that stays open but stops heartbeating. A closed socket
+        leaves no doubt, and an online flag kept meanwhile would let allocation provision new
+        sessions on a device that cannot hear it.
+        """
+
+        def body(out: Outbox, now: float) -> None:
+            if self.s.device_agent(self.tenant, device_id).connected:
+                return  # it reconnected before this turn ran; its hello reconciles the leases
+            device = credentials.get_device(self.s.db, self.tenant, device_id)
+            if device is None:
+                return
+            held = store.holding_capacity(self.s.db, self.tenant, device_id)
+            if not device.online and all(row.grace_deadline is not None for row in held):
+                # Already offline with every session recovering (a revoked device, or a socket
+                # that never said hello): no write, so a reconnecting flood costs no fsync.
+                return
+            self._offline(device_id, device.last_seen_at or now, "socket_closed")
+
+        await self._turn(body)
+
     def _tick(self, out: Outbox, now: float) -> None:
         for device in credentials.tenant_devices(self.s.db, self.tenant):
             seen = device.last_seen_at
             if device.online and seen is not None and now >= seen + OFFLINE_AFTER_S:
-                credentials.device_offline(self.s.db, self.tenant, device.device_id)
-                self._telemetry("device.offline", device=device.device_id)
-                for row in store.holding_capacity(self.s.db, self.tenant, device.device_id):
-                    if row.status == SessionState.CONNECTED:
-                        store.update(
-                            self.s.db,
-                            row.session_id,
-                            grace_deadline=seen + GRACE_S,
-                            status=self._move(row, SessionState.RECOVERING),
-                        )
-                    elif row.grace_deadline is None:
-                        store.update(self.s.db, row.session_id, grace_deadline=seen + GRACE_S)
+                self._offline(device.device_id, seen, "heartbeat_gap")
         for row in store.unsettled(self.s.db, self.tenant):
             state = SessionState(row.status)
             if state.live and now >= row.expires_at:

@@ -39,10 +39,15 @@ class DeviceAgent:
         self._conn: Connection | None = None
         self._conn_serial = 0
         self._browser_epoch: str | None = None
+        self._hello_serial = 0  # the connection whose hello was accepted
 
     @property
     def connected(self) -> bool:
         return self._conn is not None
+
+    def said_hello(self, serial: int) -> bool:
+        """Whether connection `serial` is authoritative and its hello was accepted."""
+        return serial == self._conn_serial == self._hello_serial and self._conn is not None
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
@@ -159,6 +164,7 @@ class DeviceAgent:
                 capabilities=sorted(set(hello.capabilities)),
                 local_policy=hello.local_origin_policy.to_wire(),
             )
+        self._hello_serial = serial
         version = max(hello.protocol_versions)
         self.s.telemetry.emit(
             "device.connected", tenant=self.tenant, device=self.device_id, protocol_version=version
@@ -201,6 +207,11 @@ class DeviceAgent:
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
+        await self.s.coordinator(self.tenant).device_disconnected(self.device_id)
+
+    async def close_current(self, code: int, reason: str) -> None:
+        """Close the authoritative connection, if any, as if it had disconnected."""
+        await self.disconnected(self._conn_serial, close=(code, reason))
 
     async def shutdown(self) -> None:
         conn, self._conn = self._conn, None

@@ -82,6 +82,18 @@ class SessionAgent:
     def available(self) -> bool:
         return self._conn is not None and self.hello is not None
 
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None
+
+    async def close_current(self, code: int, reason: str) -> None:
+        """Close the authoritative connection, if any, as if it had disconnected."""
+        await self.disconnected(self._serial, close=(code, reason))
+
+    def said_hello(self, serial: int) -> bool:
+        """Whether connection `serial` is authoritative and its hello was accepted."""
+        return serial == self._serial and self._conn is not None and self.hello is not None
+
     async def wait_available(self, until: float) -> bool:
         """Wait (on the injected clock) until the session socket has said hello, or `until`."""
         if not self.available and self.s.clock.now() < until:
@@ -323,7 +335,9 @@ class SessionAgent:
             if not CommandState(row.state).open:
                 return row
             if self.s.clock.now() >= until:
-                await self._turn(self._expire_due)  # the deadline may be due this very moment
+                # The deadline may be due this very moment. Shielded: if the waiting request
+                # goes away (its key was revoked), the turn it started still runs to its end.
+                await asyncio.shield(self._turn(self._expire_due))
                 latest = commands.get(self.s.db, self.session_id, command_id)
                 assert latest is not None  # noqa: S101
                 return latest
@@ -338,8 +352,12 @@ class SessionAgent:
             with self.s.db.transaction():
                 fresh = tickets.consume_jti(self.s.db, claims.jti, claims.exp, now)
                 row = store.get(self.s.db, self.session_id)
+                device = credentials.get_device(self.s.db, claims.tenant, claims.device)
             authoritative = (
                 row is not None
+                # A ticket minted before its device was revoked dies with it.
+                and device is not None
+                and device.revoked_at is None
                 and row.tenant == claims.tenant
                 and row.device_id == claims.device
                 and row.lease_id == claims.lease

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from understudy._config import (
+    MAX_FRAME_BYTES,
     ConfigError,
     DeviceTokenEntry,
     QuotaPolicy,
@@ -292,3 +293,28 @@ def test_truncated_master_key_file_is_refused(tmp_path: Path) -> None:
     path.chmod(0o600)
     with pytest.raises(ConfigError, match="holds 8 bytes"):
         ensure_master_key(Settings(data_dir=tmp_path))
+
+
+def test_connection_limits_merge_over_the_defaults() -> None:
+    limits = load_settings(
+        {"UNDERSTUDY_CONNECTION_LIMITS": '{"helloTimeoutS": 2.5, "socket_frame_burst": 50}'}
+    ).connection_limits
+    assert (limits.hello_timeout_s, limits.socket_frame_burst) == (2.5, 50)
+    assert limits.request_head_timeout_s == 10.0
+    assert limits.max_frame_bytes == MAX_FRAME_BYTES
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ('{"helloTimeout": 2}', "unknown key 'helloTimeout'; known keys: helloTimeoutS"),
+        ('{"helloTimeoutS": 0}', "'helloTimeoutS' must be a number from 0.1 to 600"),
+        ('{"socketFrameBurst": 2.5}', "'socketFrameBurst' must be a whole number from 1"),
+        ('{"maxFrameBytes": true}', "'maxFrameBytes' must be a whole number from 65536"),
+        ("[1]", 'give a JSON object like {"requestHeadTimeoutS": 10'),
+    ],
+)
+def test_connection_limits_refuse_bad_values_by_name(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="UNDERSTUDY_CONNECTION_LIMITS") as caught:
+        load_settings({"UNDERSTUDY_CONNECTION_LIMITS": value})
+    assert message in str(caught.value)

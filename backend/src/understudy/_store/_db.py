@@ -55,6 +55,14 @@ class Database:
         self.commits = 0  # COMMITs issued (each one fsync under FULL), for tests and benchmarks
         self.turns = 0  # transactions taken
 
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (another process) has committed.
+
+        SQLite reads it from the WAL index without touching a table, so polling it is cheap.
+        """
+        row = self._conn.execute("PRAGMA data_version").fetchone()
+        return int(row[0])
+
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One atomic unit; nested uses join the outer one. Durable after `durable()` returns."""

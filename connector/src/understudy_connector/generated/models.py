@@ -608,7 +608,7 @@ CommandId = TypeAliasType(
     ],
 )
 """
-Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command.
+Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command. Only the hyphenated 8-4-4-4-12 form is accepted (no braces, `urn:uuid:` prefix or bare 32 digits); hex digits may be upper or lower case and are normalised to lower case, so `C3A1…` and `c3a1…` name the same command.
 """
 
 

@@ -1,0 +1,115 @@
+"""Revocations made by another process take effect in the running service within seconds.
+
+`understudy keys revoke` and `understudy devices revoke` write the same SQLite file from another
+process. Each new request re-reads its credential, but an open socket or a request already
+waiting would otherwise carry on with the authority it had: writes ran on a revoked device's
+socket for a minute. `RevocationWatch` asks SQLite once a second whether another connection has
+committed anything (`PRAGMA data_version`, which reads only the WAL index, no table); only then
+does it look up the credentials the process is holding open: the device and session sockets,
+and the keys of requests still waiting. A revoked device's sockets close with 4410; a revoked
+key's waits end with 401.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from understudy._connection import CLOSE_REVOKED
+from understudy._store import credentials
+from understudy._store import sessions as session_store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from understudy._services import Services
+
+log = logging.getLogger(__name__)
+CHECK_INTERVAL_S: Final = 1.0  # wall-clock; a revocation takes effect within about this
+
+
+class RevocationWatch:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+        self._waits: dict[str, set[asyncio.Event]] = {}  # key digest -> events of its waits
+        self._version: int | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def key_waits(self, digest: str) -> Iterator[asyncio.Event]:
+        """An event set if the API key with this digest is revoked while the block runs."""
+        event = asyncio.Event()
+        self._waits.setdefault(digest, set()).add(event)
+        try:
+            yield event
+        finally:
+            waits = self._waits.get(digest)
+            if waits is not None:
+                waits.discard(event)
+                if not waits:
+                    del self._waits[digest]
+
+    def start(self) -> None:
+        self._version = self.s.db.data_version()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            try:
+                await self.check()
+            except Exception:  # a failed sweep must not end the watch; the next one retries
+                log.exception("revocation check failed")
+
+    async def check(self) -> None:
+        """Apply revocations committed by other connections since the last check."""
+        version = self.s.db.data_version()
+        if version == self._version:
+            return
+        self._version = version
+        await self._sweep()
+
+    async def _sweep(self) -> None:
+        db = self.s.db
+        revoked: dict[tuple[str, str], bool] = {}  # (tenant, device) -> revoked, looked up once
+
+        def is_revoked(tenant: str, device_id: str) -> bool:
+            if (tenant, device_id) not in revoked:
+                device = credentials.get_device(db, tenant, device_id)
+                revoked[(tenant, device_id)] = device is None or device.revoked_at is not None
+            return revoked[(tenant, device_id)]
+
+        for (tenant, device_id), agent in list(self.s.device_agents.items()):
+            if agent.connected and is_revoked(tenant, device_id):
+                self.s.telemetry.emit(
+                    "connection.closed",
+                    kind="device",
+                    reason="revoked",
+                    tenant=tenant,
+                    device=device_id,
+                )
+                await agent.close_current(CLOSE_REVOKED, "device revoked")
+        for session_id, session_agent in list(self.s.session_agents.items()):
+            if not session_agent.connected:
+                continue
+            row = session_store.get(db, session_id)
+            if row is None or row.device_id is None or not is_revoked(row.tenant, row.device_id):
+                continue
+            self.s.telemetry.emit(
+                "connection.closed", kind="session", reason="revoked", tenant=row.tenant
+            )
+            await session_agent.close_current(CLOSE_REVOKED, "device revoked")
+        for digest, waits in list(self._waits.items()):
+            key_row = credentials.api_key_by_digest(db, digest)
+            if key_row is None or key_row.revoked_at is not None:
+                for event in waits:
+                    event.set()

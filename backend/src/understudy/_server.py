@@ -1,0 +1,142 @@
+"""The uvicorn server of one process, with the connection limits uvicorn does not have.
+
+uvicorn closes a keep-alive connection that stays silent after a response, but nothing bounds a
+connection that never sends a byte, or one that trickles its request head a byte a second: each
+holds a socket and a protocol object for as long as its peer likes. `GuardedH11Protocol` gives
+every request head a deadline, from the connection's start (or the end of the previous response)
+to the head's last byte. A silent connection is closed; a partial head gets `408 request_timeout`
+(problem+json) first. Both leave a content-free `connection.closed` event. Bodies are bounded by
+size in the app; socket frames by `ws_max_size` and by the socket handlers in `app.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import h11
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from understudy._problems import MEDIA_TYPE, PROBLEM_TYPE_BASE, TITLES
+
+if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Callable
+
+    from litestar import Litestar
+
+    from understudy._services import Services
+
+
+def _timeout_response() -> bytes:
+    body = json.dumps(
+        {
+            "type": PROBLEM_TYPE_BASE + "request_timeout",
+            "title": TITLES["request_timeout"],
+            "status": 408,
+            "code": "request_timeout",
+            "detail": "the request head did not arrive in time; send it at once",
+        },
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        "HTTP/1.1 408 Request Timeout\r\n"
+        f"content-type: {MEDIA_TYPE}\r\n"
+        f"content-length: {len(body)}\r\n"
+        "connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+_TIMEOUT_RESPONSE = _timeout_response()
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on every request head (see the module docstring).
+
+    Subclassed per server by `guarded_protocol`, which sets the class attributes.
+    """
+
+    head_timeout_s: ClassVar[float] = 10.0
+    # A one-element tuple: a bare function class attribute would be bound as a method.
+    on_close: ClassVar[tuple[Callable[[str], None]]] = (lambda reason: None,)
+
+    _head_timer: asyncio.TimerHandle | None = None
+    _head_bytes = False  # whether any byte of the awaited head arrived
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_head_timer()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_timer is not None and data:
+            self._head_bytes = True
+        super().data_received(data)
+        # h11 leaves IDLE once it has parsed a whole request head (including an upgrade, after
+        # which another protocol owns the transport).
+        if self.conn.their_state is not h11.IDLE:
+            self._cancel_head_timer()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+            self._arm_head_timer()
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_bytes = False
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a response is still being written; its completion re-arms the timer
+        reason = "slow_headers" if self._head_bytes else "idle"
+        if self._head_bytes:
+            self.transport.write(_TIMEOUT_RESPONSE)
+        self.transport.close()
+        self.on_close[0](reason)
+
+
+def guarded_protocol(head_timeout_s: float, on_close: Callable[[str], None]) -> type[H11Protocol]:
+    """A `GuardedH11Protocol` subclass bound to one server's limit and telemetry."""
+    return type(
+        "ServerH11Protocol",
+        (GuardedH11Protocol,),
+        {"head_timeout_s": head_timeout_s, "on_close": (on_close,)},
+    )
+
+
+def server_config(app: Litestar, services: Services, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration `understudy serve`, the tests and the benchmarks share."""
+    settings = services.settings
+    limits = settings.connection_limits
+
+    def closed(reason: str) -> None:
+        services.telemetry.emit("connection.closed", kind="http", reason=reason)
+
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "log_level": "warning",
+        "lifespan": "on",
+        "http": guarded_protocol(limits.request_head_timeout_s, closed),
+        "ws": "websockets-sansio",
+        # A frame over the bound is refused from its header, before its payload is buffered;
+        # the socket closes with 1009 (RFC 6455 §7.4.1).
+        "ws_max_size": limits.max_frame_bytes,
+        **overrides,
+    }
+    return uvicorn.Config(app, **options)

@@ -1,0 +1,242 @@
+"""Connection limits through real sockets: silent and trickling HTTP connections, sockets that
+never say hello, frame floods and oversized frames. The limits are set small so each test takes
+about a second; the figures of the defaults are in bench/ (`connection_limits`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+import websockets
+
+from bench._http import HttpConnection
+from bench.connection_limits import SlowClients, healthz_latencies
+from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
+from understudy._config import MAX_FRAME_BYTES, MAX_SCREENSHOT_CHARS, ConnectionLimits
+from understudy._server import server_config
+from understudy.app import create_app
+from understudy.generated import models as m
+from understudy.simdevice import Behaviour
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+    from pathlib import Path
+
+LIMITS = ConnectionLimits(
+    request_head_timeout_s=0.5,
+    hello_timeout_s=0.5,
+    socket_frames_per_s=5.0,
+    socket_frame_burst=10,
+    max_frame_bytes=64 * 1024,
+)
+PATIENCE_S = 5.0  # far above every limit above: a test fails rather than hangs
+
+
+@pytest.fixture
+async def limited(tmp_path: Path) -> AsyncIterator[Backend]:
+    running = await start_backend(tmp_path, connection_limits=LIMITS)
+    try:
+        yield running
+    finally:
+        await stop_backend(running)
+
+
+def _closed(backend: Backend) -> list[tuple[Any, Any]]:
+    return [
+        (event["kind"], event["reason"])
+        for event in backend.services.telemetry.events
+        if event["event"] == "connection.closed"
+    ]
+
+
+async def _raw(backend: Backend) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", backend.settings.port)
+
+
+async def _healthz(backend: Backend) -> None:
+    async with httpx.AsyncClient(base_url=backend.url, timeout=PATIENCE_S) as http:
+        response = await http.get("/healthz")
+        assert response.status_code == 200, response.text
+
+
+async def test_a_connection_that_sends_nothing_is_closed(limited: Backend) -> None:
+    reader, writer = await _raw(limited)
+    try:
+        started = time.monotonic()
+        assert await asyncio.wait_for(reader.read(), PATIENCE_S) == b""  # closed, no response
+        assert time.monotonic() - started >= LIMITS.request_head_timeout_s * 0.9
+    finally:
+        writer.close()
+    assert _closed(limited) == [("http", "idle")]
+
+
+async def test_headers_trickled_a_byte_at_a_time_get_408_and_a_close(limited: Backend) -> None:
+    reader, writer = await _raw(limited)
+    head = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 200
+
+    async def trickle() -> None:
+        with contextlib.suppress(ConnectionError):
+            for byte in head:
+                writer.write(bytes([byte]))
+                await writer.drain()
+                await asyncio.sleep(0.02)
+
+    trickling = asyncio.create_task(trickle())
+    try:
+        await _healthz(limited)  # a normal request meanwhile is answered
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        trickling.cancel()
+        writer.close()
+    status, _, rest = answer.partition(b"\r\n")
+    assert status == b"HTTP/1.1 408 Request Timeout"
+    headers, _, body = rest.partition(b"\r\n\r\n")
+    assert b"content-type: application/problem+json" in headers
+    assert json.loads(body)["code"] == "request_timeout"
+    assert _closed(limited) == [("http", "slow_headers")]
+
+
+async def test_a_slow_response_is_not_cut_by_the_head_deadline(limited: Backend) -> None:
+    # The deadline covers the request head only: a create that waits longer than it on the
+    # device (here on the manual clock, while real time passes) still gets its answer.
+    await limited.device(behaviour=Behaviour(provision="silent"))
+    async with limited.client(limited.api_key()) as http:
+        pending = asyncio.ensure_future(
+            http.post("/v1/sessions", json=unattended(), headers=idem())
+        )
+        await asyncio.sleep(LIMITS.request_head_timeout_s * 2)
+        assert not pending.done()
+        await limited.clock.advance(5)
+        response = await pending
+        assert response.status_code == 202, response.text
+        # The same keep-alive connection serves the next request.
+        assert (await http.get("/v1/devices")).status_code == 200
+    assert _closed(limited) == []
+
+
+async def _device_socket(backend: Backend, device: str = "kiosk-1") -> Any:
+    credential = backend.enroll(device=device)
+    async with httpx.AsyncClient(base_url=backend.url, timeout=PATIENCE_S) as http:
+        response = await http.post(
+            "/v1/device/connect-ticket",
+            json={"browserEpoch": str(uuid.uuid4())},
+            headers={"Authorization": f"Bearer {credential}"},
+        )
+        assert response.status_code == 200, response.text
+    return await websockets.connect(response.json()["socketUrl"], open_timeout=PATIENCE_S)
+
+
+async def _close_code(socket: Any) -> int:
+    with contextlib.suppress(websockets.ConnectionClosed):
+        async with asyncio.timeout(PATIENCE_S):
+            async for _ in socket:
+                pass
+    code: int = socket.close_code
+    return code
+
+
+async def test_a_socket_that_never_says_hello_is_closed_with_4408(limited: Backend) -> None:
+    silent = await _device_socket(limited, "kiosk-1")
+    chatty = await _device_socket(limited, "kiosk-2")
+    await chatty.send(json.dumps({"type": "heartbeat", "seq": 1, "freeCapacity": 2}))
+    assert await _close_code(silent) == 4408
+    assert await _close_code(chatty) == 4408  # frames other than hello do not count
+    await _healthz(limited)
+    assert _closed(limited) == [("device", "hello_timeout")] * 2
+
+
+async def test_a_session_socket_that_never_says_hello_is_closed_with_4408(
+    limited: Backend,
+) -> None:
+    device = await limited.device(behaviour=Behaviour(open_session_sockets=False))
+    async with limited.client(limited.api_key()) as http:
+        pending = asyncio.ensure_future(
+            http.post("/v1/sessions", json=unattended(), headers=idem())
+        )
+        ticket = await device.wait_for(
+            lambda: next(iter(device.frames_of(m.DeviceServerSessionTicket)), None)
+        )
+        await limited.settle()  # the provision_ack turn: the session is connected
+        socket = await websockets.connect(
+            f"{ticket.socket_url}?ticket={ticket.ticket}", open_timeout=PATIENCE_S
+        )
+        assert await _close_code(socket) == 4408
+        await limited.clock.advance(5)
+        await pending
+    assert _closed(limited) == [("session", "hello_timeout")]
+
+
+async def test_a_device_that_said_hello_outlives_the_hello_timeout(limited: Backend) -> None:
+    device = await limited.device()
+    await asyncio.sleep(LIMITS.hello_timeout_s * 2)
+    await device.heartbeat()
+    await limited.settle()
+    assert _closed(limited) == []
+    assert limited.services.device_agent("acme", "laptop-1").connected
+
+
+async def test_a_frame_flood_is_closed_with_4429(limited: Backend) -> None:
+    device = await limited.device()
+    socket = device._socket
+    with contextlib.suppress(websockets.ConnectionClosed):
+        for seq in range(LIMITS.socket_frame_burst * 5):
+            await socket.send(json.dumps({"type": "heartbeat", "seq": seq, "freeCapacity": 2}))
+    await asyncio.wait_for(socket.wait_closed(), PATIENCE_S)
+    assert socket.close_code == 4429
+    assert _closed(limited) == [("device", "frame_rate")]
+
+
+async def test_a_frame_over_the_size_bound_is_closed_with_1009(limited: Backend) -> None:
+    device = await limited.device()
+    socket = device._socket
+    with contextlib.suppress(websockets.ConnectionClosed):
+        await socket.send("x" * (LIMITS.max_frame_bytes + 1))
+    await asyncio.wait_for(socket.wait_closed(), PATIENCE_S)
+    assert socket.close_code == 1009
+    await limited.settle()
+    assert _closed(limited) == [("device", "frame_too_big")]
+
+
+async def test_the_default_frame_bound_fits_the_largest_screenshot_not_16_mib(
+    backend: Backend,
+) -> None:
+    config = server_config(create_app(backend.services), backend.services)
+    assert config.ws_max_size == MAX_FRAME_BYTES
+    assert MAX_SCREENSHOT_CHARS < MAX_FRAME_BYTES < 16 * 1024 * 1024
+    # A frame just over the bound is refused by the running server too.
+    device = await backend.device()
+    socket = device._socket
+    with contextlib.suppress(websockets.ConnectionClosed):
+        await socket.send("x" * (MAX_FRAME_BYTES + 1))
+    await asyncio.wait_for(socket.wait_closed(), PATIENCE_S)
+    assert socket.close_code == 1009
+
+
+async def test_the_slow_client_load_of_the_benchmark_is_refused_while_healthz_answers(
+    limited: Backend,
+) -> None:
+    # A fixed slice of bench/connection_limits.py: what the limits do, not how fast.
+    devices = {f"slow-{i}": limited.enroll(device=f"slow-{i}") for i in range(2)}
+    clients = SlowClients("127.0.0.1", limited.settings.port, 3, devices, trickle_interval_s=0.05)
+    connection = HttpConnection("127.0.0.1", limited.settings.port)
+    try:
+        await clients.start()
+        # 40 samples every 50 ms: 2 s, four times the limits, so every slow client meets them.
+        _, statuses = await healthz_latencies(connection, 40, pace_ms=50)
+    finally:
+        await clients.stop()
+        await connection.close()
+    assert statuses == {200: 40}
+    assert clients.counts["trickle_408"] >= 3
+    assert clients.counts["trickle_other_reply"] == 0
+    assert clients.close_codes[4408] >= 2
+    assert set(clients.close_codes) == {4408}
+    closed = _closed(limited)
+    assert closed.count(("http", "slow_headers")) >= clients.counts["trickle_408"]
+    assert closed.count(("device", "hello_timeout")) >= 2
