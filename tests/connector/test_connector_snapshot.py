@@ -38,3 +38,25 @@ def test_render_shows_the_tree_with_refs() -> None:
     assert lines[0] == "# Sign in (https://example.com/login) generation 2"
     assert lines[1] == "- RootWebArea 'Sign in'"
     assert lines[2] == "  - textbox 'Username' [ref=g2e5]"
+
+
+def test_render_gives_the_compact_text_when_the_snapshot_has_it() -> None:
+    compact = SnapshotResult.model_validate(
+        {**LOGIN_SNAPSHOT, "nodes": [], "text": '# Sign in\nbutton "Sign in" [g2e7]'}
+    )
+    assert render_snapshot(compact) == '# Sign in\nbutton "Sign in" [g2e7]'
+
+
+def test_render_of_nodes_says_what_was_cut_and_left_out() -> None:
+    nodes = [
+        {"ref": "g2e5", "role": "textbox", "name": "Bio", "depth": 1, "value": "x" * 1000},
+    ]
+    nodes[0]["valueLength"] = 1398
+    page = SnapshotResult.model_validate(
+        {**LOGIN_SNAPSHOT, "nodes": nodes, "truncated": True, "omitted": {"link": 4, "button": 1}}
+    )
+    lines = render_snapshot(page).splitlines()
+    assert lines[1].endswith("value cut: 1398 chars]")
+    assert (
+        lines[-1] == "(truncated: left out 1 button, 4 link; raise maxNodes or use interactiveOnly)"
+    )

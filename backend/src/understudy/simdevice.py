@@ -493,9 +493,51 @@ class SimulatedDevice:
 FAKE_NODES: list[dict[str, Any]] = [
     {"role": "RootWebArea", "name": "Example", "depth": 0},
     {"ref": "g1e1", "role": "button", "name": "Sign in", "depth": 1},
-    {"ref": "g1e2", "role": "textbox", "name": "Username", "depth": 1},
-    {"ref": "g1e3", "role": "textbox", "name": "Password", "depth": 1},
+    {"ref": "g1e2", "role": "textbox", "name": "Username", "depth": 1, "multiline": False},
+    {"ref": "g1e3", "role": "textbox", "name": "Password", "depth": 1, "multiline": False},
 ]
+
+# The same page as the extension's compact text writes it. The page never changes, so every
+# snapshot is `g1s1` and changes since it are none.
+FAKE_SNAPSHOT_ID = "g1s1"
+FAKE_HEADER = "# Example — https://example.com/"
+FAKE_LINES = (
+    'button "Sign in" [g1e1]',
+    'textbox "Username" [g1e2]',
+    'textbox "Password" password [g1e3]',
+)
+
+
+def fake_snapshot(command: dict[str, Any], tab: dict[str, Any]) -> dict[str, Any]:
+    """The fake page in the format asked for; `changesSince` compares with the one snapshot."""
+    fmt = command.get("format", "nodes")
+    result: dict[str, Any] = {
+        "name": "snapshot",
+        "url": tab["url"],
+        "title": "Example",
+        "generation": 1,
+        "snapshotId": FAKE_SNAPSHOT_ID,
+        "truncated": False,
+        "nodes": [dict(node) for node in FAKE_NODES] if fmt in ("nodes", "both") else [],
+    }
+    since = command.get("changesSince")
+    compared = since == FAKE_SNAPSHOT_ID
+    if since is not None:
+        result["changes"] = (
+            {"since": since, "status": "compared", "added": 0, "changed": 0, "removed": 0}
+            if compared
+            else {"since": since, "status": "unavailable"}
+        )
+        if compared:
+            result["nodes"] = []
+    if fmt in ("compact", "both"):
+        if compared:
+            body = [f"# snapshot {FAKE_SNAPSHOT_ID}: changes since {since} (+0 ~0 -0)"]
+            body.append("(nothing changed)")
+        else:
+            body = [f"# snapshot {FAKE_SNAPSHOT_ID}; act on the refs in brackets", *FAKE_LINES]
+        result["text"] = "\n".join([FAKE_HEADER, *body])
+    return result
 
 
 # Targets that keep a navigation in the tab's own document (others open a popup).
@@ -544,14 +586,7 @@ def fake_result(
     if name == "get_tabs":
         return {"name": name, "tabs": [tab]}
     if name == "snapshot":
-        return {
-            "name": name,
-            "url": tab["url"],
-            "title": "Example",
-            "generation": 1,
-            "truncated": False,
-            "nodes": [dict(node) for node in FAKE_NODES],
-        }
+        return fake_snapshot(command, tab)
     if name == "screenshot":
         return {
             "name": name,

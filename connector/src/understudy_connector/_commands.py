@@ -23,6 +23,7 @@ C = TypeVar("C")
 Button = Literal["left", "middle", "right"]
 Modifier = Literal["Alt", "Control", "Meta", "Shift"]
 ImageFormat = Literal["png", "jpeg"]
+SnapshotFormat = Literal["nodes", "compact", "both"]
 
 
 def invalid_arguments(command: str, error: ValidationError) -> UsageError:
@@ -59,9 +60,19 @@ def get_tabs() -> m.GetTabsCommand:
 
 
 @_checked("snapshot")
-def snapshot(*, interactive_only: bool, max_nodes: int) -> m.SnapshotCommand:
+def snapshot(
+    *,
+    interactive_only: bool,
+    max_nodes: int,
+    format: SnapshotFormat = "both",
+    changes_since: str | None = None,
+) -> m.SnapshotCommand:
     return m.SnapshotCommand(
-        name="snapshot", interactive_only=interactive_only, max_nodes=max_nodes
+        name="snapshot",
+        interactive_only=interactive_only,
+        max_nodes=max_nodes,
+        format=format,
+        changes_since=changes_since,
     )
 
 

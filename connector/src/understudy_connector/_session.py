@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from understudy_connector._audit import AuditHook
     from understudy_connector._client import AsyncClient, Client
-    from understudy_connector._commands import Button, ImageFormat, Modifier
+    from understudy_connector._commands import Button, ImageFormat, Modifier, SnapshotFormat
     from understudy_connector._flow import Flow, FlowContext
     from understudy_connector._hooks import ApproveHook
     from understudy_connector.generated import models
@@ -220,9 +220,31 @@ class Session(_SessionBase):
         """List the tabs this session controls: always exactly its own tab."""
         return expect(self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
 
-    def snapshot(self, *, interactive_only: bool = False, max_nodes: int = 1000) -> SnapshotResult:
-        """The accessibility tree with element refs of the current document generation."""
-        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
+    def snapshot(
+        self,
+        *,
+        interactive_only: bool = False,
+        max_nodes: int = 1000,
+        format: SnapshotFormat = "both",
+        changes_since: str | None = None,
+    ) -> SnapshotResult:
+        """The page with element refs of the current document generation.
+
+        Args:
+            interactive_only: Only what a user can act on.
+            max_nodes: Bound on nodes (lines of `text`); `omitted` counts the rest per role.
+            format: `both` (the default here): `text`, the compact form for a model's context,
+                and `nodes`, the structured tree that `find_ref()` reads; or one of them
+                (`compact`, `nodes`).
+            changes_since: A `snapshot_id` of this document: only what changed since it
+                (`changes` says whether it could compare).
+        """
+        command = build.snapshot(
+            interactive_only=interactive_only,
+            max_nodes=max_nodes,
+            format=format,
+            changes_since=changes_since,
+        )
         return expect(self.execute(command), SnapshotResult, "snapshot")
 
     def screenshot(
@@ -414,10 +436,20 @@ class AsyncSession(_SessionBase):
         return expect(await self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
 
     async def snapshot(
-        self, *, interactive_only: bool = False, max_nodes: int = 1000
+        self,
+        *,
+        interactive_only: bool = False,
+        max_nodes: int = 1000,
+        format: SnapshotFormat = "both",
+        changes_since: str | None = None,
     ) -> SnapshotResult:
-        """The accessibility tree with element refs of the current document generation."""
-        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
+        """The page with element refs of the current document generation; see `Session.snapshot`."""
+        command = build.snapshot(
+            interactive_only=interactive_only,
+            max_nodes=max_nodes,
+            format=format,
+            changes_since=changes_since,
+        )
         return expect(await self.execute(command), SnapshotResult, "snapshot")
 
     async def screenshot(
