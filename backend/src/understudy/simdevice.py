@@ -57,6 +57,9 @@ class Behaviour:
     provision: Literal["ack", "refuse", "silent"] = "ack"
     provision_delay_s: float = 0.0
     close: Literal["ack", "silent"] = "ack"
+    # Seconds between closing a tab and acknowledging it; the real extension takes ~100 ms, which
+    # is the window in which the session is still closing and holds its capacity and origins.
+    close_delay_s: float = 0.0
     open_session_sockets: bool = True
     protocol_versions: list[int] = field(default_factory=lambda: [1, 2])
     capabilities: list[str] = field(default_factory=lambda: list(ALL_CAPABILITIES))
@@ -164,6 +167,12 @@ class SimulatedDevice:
         async with self._changed:
             self._changed.notify_all()
 
+    async def _ack_later(self, ack: m.DeviceClientCloseAck) -> None:
+        await asyncio.sleep(self.behaviour.close_delay_s)
+        # The device may have disconnected meanwhile; the backend's loss deadline then settles it.
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self._send(ack)
+
     async def _on_frame(self, frame: m.DeviceServerFrame) -> None:
         match frame:
             case m.DeviceServerWelcome():
@@ -176,11 +185,13 @@ class SimulatedDevice:
                     await self._close_session_socket(lease)
                 self.closed_leases.append(str(frame.lease_id))
                 if self.behaviour.close == "ack":
-                    await self._send(
-                        m.DeviceClientCloseAck(
-                            type="close_ack", lease_id=frame.lease_id, lease_epoch=frame.lease_epoch
-                        )
+                    ack = m.DeviceClientCloseAck(
+                        type="close_ack", lease_id=frame.lease_id, lease_epoch=frame.lease_epoch
                     )
+                    if self.behaviour.close_delay_s > 0:
+                        asyncio.create_task(self._ack_later(ack))  # noqa: RUF006 - held by the loop
+                    else:
+                        await self._send(ack)
             case m.DeviceServerSessionTicket():
                 lease = self.leases.get(str(frame.lease_id))
                 if lease is not None and self.behaviour.open_session_sockets:

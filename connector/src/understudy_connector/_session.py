@@ -100,8 +100,12 @@ class _SessionBase:
             self._ctx, self._scope("createSession"), self._life, self._body, self._key
         )
 
-    def _close_flow(self) -> Flow[models.Session | SessionTombstone | None]:
-        return close_session(self._ctx, self._scope("deleteSession"), self._life)
+    def _close_flow(
+        self, wait: bool = False, timeout: float | None = None
+    ) -> Flow[models.Session | SessionTombstone | None]:
+        return close_session(
+            self._ctx, self._scope("deleteSession"), self._life, wait=wait, timeout=timeout
+        )
 
     def _refresh_flow(self) -> Flow[models.Session | SessionTombstone]:
         session_id = self.id
@@ -181,9 +185,22 @@ class Session(_SessionBase):
         self._client._drive(self._open_flow(), audit=self._audit)
         return self
 
-    def close(self) -> models.Session | SessionTombstone | None:
-        """Delete the session; a second call sends nothing."""
-        return self._client._drive(self._close_flow(), audit=self._audit)
+    def close(
+        self, *, wait: bool = False, wait_timeout: float | None = None
+    ) -> models.Session | SessionTombstone | None:
+        """Delete the session; a second call sends no second delete.
+
+        Args:
+            wait: Return only once the session is terminal, its device capacity and origins free,
+                so a session created next on that device is not refused (`409 origin_conflict`,
+                `429 capacity_exhausted`) while the extension finishes the close. Without it, the
+                delete only starts cleanup and returns the `closing` session.
+            wait_timeout: Seconds to wait (default `RetryConfig.close_timeout`).
+
+        Raises:
+            CloseTimeout: `wait` and the session was still closing at the timeout.
+        """
+        return self._client._drive(self._close_flow(wait, wait_timeout), audit=self._audit)
 
     def refresh(self) -> models.Session | SessionTombstone:
         """Read the session again (status, dialogs, whether writes are blocked)."""
@@ -405,9 +422,11 @@ class AsyncSession(_SessionBase):
         await self._client._drive(self._open_flow(), audit=self._audit)
         return self
 
-    async def close(self) -> models.Session | SessionTombstone | None:
-        """Delete the session; a second call sends nothing."""
-        return await self._client._drive(self._close_flow(), audit=self._audit)
+    async def close(
+        self, *, wait: bool = False, wait_timeout: float | None = None
+    ) -> models.Session | SessionTombstone | None:
+        """Delete the session; with `wait`, until it is terminal; see `Session.close`."""
+        return await self._client._drive(self._close_flow(wait, wait_timeout), audit=self._audit)
 
     async def refresh(self) -> models.Session | SessionTombstone:
         """Read the session again (status, dialogs, whether writes are blocked)."""
