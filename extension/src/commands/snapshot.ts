@@ -50,12 +50,22 @@ interface Identity {
   readonly pointer: boolean;
 }
 
+const ATTRIBUTE_ORDER: readonly string[] = ["id", "title", "src"];
+
+function attributeRank(name: string): number {
+  const rank = ATTRIBUTE_ORDER.indexOf(name);
+  return rank === -1 ? ATTRIBUTE_ORDER.length : rank;
+}
+
 function parseIdentity(value: unknown): Identity | undefined {
   if (typeof value !== "object" || value === null) return undefined;
   const v = value as { tag?: unknown; attributes?: unknown; pointer?: unknown };
   const attributes: Record<string, string> = {};
   if (typeof v.attributes === "object" && v.attributes !== null) {
-    for (const [key, raw] of Object.entries(v.attributes as Record<string, unknown>)) {
+    // A fixed order (the page's is lost on the way back from the page), so two snapshots of one
+    // element read alike: id, title, src, then aria-* by name.
+    const entries = Object.entries(v.attributes as Record<string, unknown>).sort(([a], [b]) => attributeRank(a) - attributeRank(b) || a.localeCompare(b));
+    for (const [key, raw] of entries) {
       if (typeof raw === "string") attributes[key] = raw.slice(0, 200);
     }
   }

@@ -59,6 +59,15 @@ const WRAPPER_ROLES: ReadonlySet<string> = new Set([
 
 const CELL_ROLES: ReadonlySet<string> = new Set(["cell", "gridcell", "columnheader", "rowheader"]);
 
+/**
+ * The ref the compact form writes: only on what a user can act on (a control, anything focusable,
+ * a graphic). A snapshot in both forms mints refs on every element for the structured nodes; the
+ * text must not become longer for it.
+ */
+function refOf(node: PageNode): string | undefined {
+  return node.interactive || node.clickable === true || GRAPHIC_ROLES.has(node.role) ? node.ref : undefined;
+}
+
 /** States written as words, in this order. */
 function states(node: PageNode): string[] {
   const words: string[] = [];
@@ -114,7 +123,7 @@ function roleLabel(node: PageNode): string {
 
 function linkText(node: PageNode, inner: string): string {
   const name = collapse(node.name.text) || collapse(inner);
-  return `[${name}${cutMarker(node.name)}](${node.ref ?? ""})`;
+  return `[${name}${cutMarker(node.name)}](${refOf(node) ?? ""})`;
 }
 
 /** The one line of a control, graphic or named node. */
@@ -125,7 +134,8 @@ function describe(node: PageNode): string {
   if (node.role === "heading" && node.level !== undefined) parts[0] = `h${String(node.level)}`;
   if (node.value !== undefined && node.secret !== true) parts.push(`=${quoted(node.value)}`);
   parts.push(...states(node), ...attributeText(node.attributes));
-  if (node.ref !== undefined) parts.push(`[${node.ref}]`);
+  const ref = refOf(node);
+  if (ref !== undefined) parts.push(`[${ref}]`);
   return parts.join(" ");
 }
 
@@ -159,7 +169,7 @@ function append(w: Writer, depth: number, piece: string, role: string): void {
 /** True when everything under the node can be written inside one line of text. */
 function isInline(node: PageNode): boolean {
   if (DROPPED_ROLES.has(node.role)) return true;
-  if (LINK_ROLES.has(node.role)) return node.ref !== undefined;
+  if (LINK_ROLES.has(node.role)) return refOf(node) !== undefined;
   if (!INLINE_ROLES.has(node.role) || node.interactive) return false;
   return node.children.every(isInline);
 }
@@ -188,6 +198,7 @@ function rowText(node: PageNode): string | undefined {
 }
 
 function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean): void {
+  const ref = refOf(node);
   if (DROPPED_ROLES.has(node.role)) return;
   if (node.role === "LineBreak") {
     append(w, depth, "\n", "StaticText");
@@ -199,11 +210,11 @@ function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean
   }
   // An empty wrapper (a span that is only an anchor target) says nothing and must not break the
   // text around it into two lines.
-  if (node.children.length === 0 && node.ref === undefined && !isNamedNonWrapper(node) && !GRAPHIC_ROLES.has(node.role)) return;
-  if (LINK_ROLES.has(node.role) && node.ref !== undefined && node.children.every(isInline)) {
+  if (node.children.length === 0 && ref === undefined && !isNamedNonWrapper(node) && !GRAPHIC_ROLES.has(node.role)) return;
+  if (LINK_ROLES.has(node.role) && ref !== undefined && node.children.every(isInline)) {
     if (interactiveOnly) {
       flush(w);
-      w.lines.push({ depth: 0, text: linkText(node, node.children.map(inlineText).join("")), role: node.role, ref: node.ref });
+      w.lines.push({ depth: 0, text: linkText(node, node.children.map(inlineText).join("")), role: node.role, ref });
     } else append(w, depth, linkText(node, node.children.map(inlineText).join("")), node.role);
     return;
   }
@@ -213,7 +224,7 @@ function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean
   }
   flush(w);
   if (interactiveOnly) {
-    if (node.ref !== undefined) w.lines.push({ depth: 0, text: describe(node), role: node.role, ref: node.ref });
+    if (ref !== undefined) w.lines.push({ depth: 0, text: describe(node), role: node.role, ref });
     if (!LEAF_CONTROLS.has(node.role)) for (const child of node.children) emit(w, child, 0, true);
     flush(w);
     return;
@@ -228,9 +239,9 @@ function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean
     if (row.replace(/[\s|]/g, "") !== "") w.lines.push({ depth, text: row, role: "row" });
     return;
   }
-  const ownLine = node.ref !== undefined || CONTAINER_ROLES.has(node.role) || node.role === "heading" || isNamedNonWrapper(node);
+  const ownLine = ref !== undefined || CONTAINER_ROLES.has(node.role) || node.role === "heading" || isNamedNonWrapper(node);
   if (ownLine && node.role !== "RootWebArea") {
-    w.lines.push({ depth, text: describe(node), role: node.role, ...(node.ref === undefined ? {} : { ref: node.ref }) });
+    w.lines.push({ depth, text: describe(node), role: node.role, ...(ref === undefined ? {} : { ref }) });
     if (LEAF_CONTROLS.has(node.role)) return;
     for (const child of node.children) emit(w, child, depth + 1, false);
   } else {

@@ -210,6 +210,9 @@ describe("the snapshot command", () => {
       expect.stringMatching(/^button "Sign in" \[g\d+e\d+\]$/),
     ]);
     expect(String(compact.text)).not.toContain("hunter2");
+    // Refs minted for the structured nodes do not leak wrappers into the text of both forms.
+    const both = result(await read(session, { name: "snapshot", format: "both" }));
+    expect(String(both.text).split("\n").slice(2)).toEqual(lines.slice(2));
   });
 
   it("reports a clickable SVG and an unnamed canvas by their attributes, and a cut value's length", async () => {
