@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import overhead, roundtrip, scale, session_create
+from bench import overhead, roundtrip, scale, session_create, snapshot
 from bench._context import Context
 from bench._report import Target, environment
 
@@ -36,6 +36,7 @@ BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
     "scale": scale,
     "roundtrip": roundtrip,
     "session_create": session_create,
+    "snapshot": snapshot,
 }
 
 

@@ -138,7 +138,7 @@ async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> No
 
 
 COMPACT_TEXT = (
-    "# Sign in — https://example.com/login\n# snapshot g2s1; act on the refs in brackets\n"
+    "# Sign in — https://example.com/login (snapshot g2s1)\n"
     'textbox "Username" [g2e5]\ntextbox "Password" password [g2e6]\nbutton "Sign in" [g2e7]'
 )
 

@@ -511,7 +511,7 @@ FAKE_NODES: list[dict[str, Any]] = [
 # The same page as the extension's compact text writes it. The page never changes, so every
 # snapshot is `g1s1` and changes since it are none.
 FAKE_SNAPSHOT_ID = "g1s1"
-FAKE_HEADER = "# Example — https://example.com/"
+FAKE_HEADER = f"# Example — https://example.com/ (snapshot {FAKE_SNAPSHOT_ID}"
 FAKE_LINES = (
     'button "Sign in" [g1e1]',
     'textbox "Username" [g1e2]',
@@ -543,11 +543,11 @@ def fake_snapshot(command: dict[str, Any], tab: dict[str, Any]) -> dict[str, Any
             result["nodes"] = []
     if fmt in ("compact", "both"):
         if compared:
-            body = [f"# snapshot {FAKE_SNAPSHOT_ID}: changes since {since} (+0 ~0 -0)"]
+            body = [f"{FAKE_HEADER}: changes since {since}, +0 ~0 -0; its refs still hold)"]
             body.append("(nothing changed)")
         else:
-            body = [f"# snapshot {FAKE_SNAPSHOT_ID}; act on the refs in brackets", *FAKE_LINES]
-        result["text"] = "\n".join([FAKE_HEADER, *body])
+            body = [f"{FAKE_HEADER})", *FAKE_LINES]
+        result["text"] = "\n".join(body)
     return result
 
 

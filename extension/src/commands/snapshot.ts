@@ -261,7 +261,9 @@ async function buildSnapshot(
     name: "snapshot", url: tab.url, title: tab.title, generation, snapshotId, nodes: part.nodes, truncated,
   };
   if (truncated) result.omitted = omitted;
-  const header = `# ${tab.title} — ${tab.url}`;
+  // One header line: what page, and the id to pass as changesSince. How to read refs is the
+  // caller's to say once (the MCP tool's description), not every snapshot's.
+  const header = (note: string): string => `# ${tab.title} — ${tab.url} (snapshot ${snapshotId}${note})`;
 
   if (recall?.status === "compared" && (!wantsText || recall.base.lines !== undefined) && (!wantsNodes || recall.base.nodes !== undefined)) {
     const since = command.changesSince ?? "";
@@ -288,7 +290,7 @@ async function buildSnapshot(
       changes.removedRefs = diff.removedRefs;
       const counts = `+${String(diff.added)} ~${String(diff.changed)} -${String(diff.removed)}`;
       const body = diff.lines.length === 0 ? ["(nothing changed)"] : diff.lines;
-      result.text = [header, `# snapshot ${snapshotId}: changes since ${since} (${counts}); refs of ${since} still hold`, ...body].join("\n");
+      result.text = [header(`: changes since ${since}, ${counts}; its refs still hold`), ...body].join("\n");
     }
     result.changes = changes;
     return result;
@@ -297,9 +299,10 @@ async function buildSnapshot(
     result.changes = { since: command.changesSince, status: recall?.status === "navigated" ? "navigated" : "unavailable" };
   }
   if (wantsText) {
+    const since = command.changesSince ?? "";
     const why =
-      result.changes === undefined ? "" : result.changes.status === "navigated" ? ` (the page navigated since ${command.changesSince ?? ""}: full snapshot)` : ` (${command.changesSince ?? ""} is not the latest snapshot: full snapshot)`;
-    const lines = [header, `# snapshot ${snapshotId}${why}; act on the refs in brackets`, ...bounded.kept.map(renderLine)];
+      result.changes === undefined ? "" : result.changes.status === "navigated" ? `; the page navigated since ${since}: full snapshot` : `; ${since} is not the latest snapshot: full snapshot`;
+    const lines = [header(why), ...bounded.kept.map(renderLine)];
     const left = omittedLine(bounded.omitted, maxNodes);
     if (left !== undefined) lines.push(left);
     result.text = lines.join("\n");

@@ -42,9 +42,12 @@ const DROPPED_ROLES: ReadonlySet<string> = new Set(["InlineTextBox", "ListMarker
 /** Links, and the DPUB-ARIA roles that are links (a footnote reference, a back link). */
 const LINK_ROLES: ReadonlySet<string> = new Set(["link", "doc-noteref", "doc-backlink", "doc-biblioref", "doc-glossref"]);
 
-/** Roles written as a line even without a name: their children are nested under them. */
+/**
+ * Roles written as a line even without a name: their children are nested under them. A form is
+ * not among them: unnamed, it says no more than its fields do (a named one gets its line).
+ */
 const CONTAINER_ROLES: ReadonlySet<string> = new Set([
-  "navigation", "main", "banner", "contentinfo", "complementary", "search", "form", "dialog", "alertdialog",
+  "navigation", "main", "banner", "contentinfo", "complementary", "search", "dialog", "alertdialog",
   "alert", "status", "log", "table", "grid", "treegrid", "menu", "menubar", "listbox", "tablist", "tabpanel",
   "tree", "radiogroup", "toolbar", "Iframe", "combobox", "video", "audio",
 ]);
@@ -73,8 +76,8 @@ function states(node: PageNode): string[] {
   const words: string[] = [];
   if (node.multiline === true) words.push("multiline");
   if (node.secret === true) words.push("password");
+  // Unchecked is the default a model assumes when `checked` is absent, as in ARIA snapshots.
   if (node.checked === true) words.push("checked");
-  else if (node.checked === false) words.push("unchecked");
   else if (node.checked === "mixed") words.push("mixed");
   if (node.selected === true) words.push("selected");
   if (node.expanded === true) words.push("expanded");

@@ -932,7 +932,7 @@ export interface SnapshotResult {
   nodes: SnapshotNode[];
   truncated: boolean;
   /**
-   * The compact form (`format` `compact` or `both`): a header, then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
+   * The compact form (`format` `compact` or `both`): a header line (title, URL, `snapshotId`), then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
    */
   text?: string;
   /**

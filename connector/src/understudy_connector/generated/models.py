@@ -1784,7 +1784,7 @@ class SnapshotResult(WireModel):
     truncated: bool
     text: str | None = None
     """
-    The compact form (`format` `compact` or `both`): a header, then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
+    The compact form (`format` `compact` or `both`): a header line (title, URL, `snapshotId`), then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
     """
     omitted: dict[str, OmittedAdditionalProperty] | None = None
     """
