@@ -63,8 +63,11 @@ ApprovalPolicy = Literal["none", "all", "reads-only"]
 POLICIES: Final[tuple[str, ...]] = get_args(ApprovalPolicy)
 INSTRUCTIONS: Final = (
     "These tools drive one browser tab through Understudy. Start with snapshot: it lists the "
-    "page's elements with refs (like g2e14) that click, fill and the other writes take. A "
-    "navigation retires old refs, so take a new snapshot after it. Writes need approval; an "
+    "page one element per line, with refs in brackets (like [g2e14]; a link reads "
+    "[text](g2e14)) that click, fill and the other writes take. '…[cut: N chars]' ends a text "
+    "that was cut. To see only what changed on the same page, pass the snapshot id from the "
+    "first line as changesSince. A navigation retires old refs, so take a new snapshot after "
+    "it. Writes need approval; an "
     "'unknown' outcome means the write may or may not have happened: check with snapshot, never "
     "repeat it blindly."
 )
