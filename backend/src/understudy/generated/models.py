@@ -474,7 +474,7 @@ OmittedAdditionalProperty = TypeAliasType(
 
 class SnapshotChanges(WireModel):
     """
-    Present when the command gave `changesSince`. `compared`: `nodes` and `text` hold only what is new or changed, and the counts say how much changed. `navigated`: the tab loaded another document since, so every ref changed; `unavailable`: that snapshot is not the tab's latest (another snapshot came after it, or the extension restarted). In both, the result is a full snapshot.
+    Present when the command gave `changesSince`. `compared`: `nodes` and `text` hold only what is new or changed, and the counts say how much changed. `navigated`: the tab loaded another document since, so every ref changed; `unavailable`: that snapshot is not the tab's latest (another snapshot came after it, or the extension restarted), or it lacks the form asked for now (a `nodes` snapshot cannot be compared as `compact` text, nor the reverse). In both, the result is a full snapshot.
     """
 
     model_config = ConfigDict(
