@@ -246,11 +246,27 @@ function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean
   if (ownLine && node.role !== "RootWebArea") {
     w.lines.push({ depth, text: describe(node), role: node.role, ...(ref === undefined ? {} : { ref }) });
     if (LEAF_CONTROLS.has(node.role)) return;
+    const first = w.lines.length;
     for (const child of node.children) emit(w, child, depth + 1, false);
+    flush(w);
+    // The text its name already says (a heading whose name is its text beside an image) is not
+    // written again under it.
+    const name = collapse(node.name.text);
+    if (name !== "") {
+      const kept = w.lines.slice(first).filter((l) => l.role !== "StaticText" || !repeatsName(name, l.text.trim()));
+      w.lines.splice(first, w.lines.length - first, ...kept);
+    }
   } else {
     for (const child of node.children) emit(w, child, depth, false);
   }
   flush(w);
+}
+
+/** Shorter than this, a text inside a name may be a coincidence (a page number), not a repeat. */
+const MIN_REPEAT_CHARS = 4;
+
+function repeatsName(name: string, text: string): boolean {
+  return text === name || (text.length >= MIN_REPEAT_CHARS && name.includes(text));
 }
 
 /** The text a line repeats of a control next to it: a label before its field, a caption after. */

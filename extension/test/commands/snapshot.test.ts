@@ -136,6 +136,14 @@ describe("the compact snapshot", () => {
     expect(out).toBe('[help](g7e1)\ncheckbox "Agree" [g7e2]');
   });
 
+  it("does not repeat under a named node the text its name already says", () => {
+    const out = text(["RootWebArea", "", {}, [
+      ["heading", "Bootstrap Cheatsheet", { level: 1 }, [["image", "Bootstrap"], ["StaticText", "Cheatsheet"]]],
+      ["StaticText", "Cheatsheet and more"],
+    ]]);
+    expect(out).toBe('h1 "Bootstrap Cheatsheet"\n img "Bootstrap"\nCheatsheet and more');
+  });
+
   it("writes a heading with its level and a plain table row as cells", () => {
     const out = text(["RootWebArea", "", {}, [
       ["heading", "Prices", { level: 2 }, [["StaticText", "Prices"]]],
