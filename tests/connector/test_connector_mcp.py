@@ -161,6 +161,33 @@ async def test_the_snapshot_tool_returns_the_compact_text_once(clock: FakeClock)
     assert not asked.is_error
 
 
+async def test_the_snapshot_tool_falls_back_to_nodes_on_an_older_extension(
+    clock: FakeClock,
+) -> None:
+    older = ("invalid_arguments", "snapshot.format: unknown field")
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("snapshot", status="failed", error=older), outcome("snapshot"),
+         tombstone()],
+        [("snapshot", {})],
+    )  # fmt: skip
+    assert not result.is_error
+    assert "- textbox 'Username' [ref=g2e5]" in text(result)
+    assert "format" not in backend.requests[2].body["command"]
+
+
+async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None:
+    older = ("invalid_arguments", "snapshot.format: unknown field")
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("snapshot", status="failed", error=older), tombstone()],
+        [("snapshot", {"format": "compact"})],
+    )
+    assert result.is_error
+    assert "invalid_arguments" in text(result)
+    assert backend.calls == [CREATE, SUBMIT, DELETE], "asked once, not again without format"
+
+
 def test_the_snapshot_tool_says_compact_is_its_default() -> None:
     (tool,) = [t for t in catalog_tools() if t.name == "snapshot"]
     schema = tool.tool.input_schema["properties"]

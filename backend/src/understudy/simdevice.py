@@ -31,7 +31,13 @@ from understudy.generated import models as m
 
 DEVICE_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
 SESSION_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
-ALL_CAPABILITIES = ["safe_write_v2", "dialogs_v1", "attended_v1", "unattended_v1"]
+ALL_CAPABILITIES = [
+    "safe_write_v2",
+    "dialogs_v1",
+    "attended_v1",
+    "unattended_v1",
+    "snapshot_compact_v1",
+]
 _tab_ids = itertools.count(100)
 
 

@@ -17,6 +17,8 @@ from understudy_connector.generated import models as m
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from understudy_connector._exceptions import CommandFailed
+
 P = ParamSpec("P")
 C = TypeVar("C")
 
@@ -73,6 +75,24 @@ def snapshot(
         max_nodes=max_nodes,
         format=format,
         changes_since=changes_since,
+    )
+
+
+def predates_compact(command: m.SnapshotCommand, error: CommandFailed) -> m.SnapshotCommand | None:
+    """The snapshot to ask again of an extension older than `snapshot_compact_v1`, if this is one.
+
+    Such an extension refuses a field it does not know (`format`) as `invalid_arguments`; every
+    field was already valid for the spec, so that code can only mean an older extension. The
+    same snapshot without `format` gets its nodes. None when the failure is another one.
+    """
+    if error.code != "invalid_arguments" or command.format is None:
+        return None
+    # None, not the model's default ("nodes"): an unset field is left off the wire.
+    return m.SnapshotCommand(
+        name="snapshot",
+        interactive_only=command.interactive_only,
+        max_nodes=command.max_nodes,
+        format=None,
     )
 
 

@@ -14,7 +14,7 @@ import anyio
 
 from understudy_connector import _commands as build
 from understudy_connector._audit import AuditScope
-from understudy_connector._exceptions import SessionClosedError
+from understudy_connector._exceptions import CommandFailed, SessionClosedError
 from understudy_connector._governed import Governance, expect, governed_command
 from understudy_connector._lifecycle import SessionLifecycle, SessionState
 from understudy_connector._session_flow import close_session, get_session, open_session
@@ -242,7 +242,7 @@ class Session(_SessionBase):
         *,
         interactive_only: bool = False,
         max_nodes: int = 1000,
-        format: SnapshotFormat = "both",
+        format: SnapshotFormat | None = None,
         changes_since: str | None = None,
     ) -> SnapshotResult:
         """The page with element refs of the current document generation.
@@ -250,19 +250,26 @@ class Session(_SessionBase):
         Args:
             interactive_only: Only what a user can act on.
             max_nodes: Bound on nodes (lines of `text`); `omitted` counts the rest per role.
-            format: `both` (the default here): `text`, the compact form for a model's context,
-                and `nodes`, the structured tree that `find_ref()` reads; or one of them
-                (`compact`, `nodes`).
+            format: Unset: both forms, `text` (the compact form for a model's context) and
+                `nodes` (the structured tree that `find_ref()` reads), or only the nodes from an
+                extension that predates the compact form. `compact`, `nodes` or `both` ask for
+                exactly that.
             changes_since: A `snapshot_id` of this document: only what changed since it
                 (`changes` says whether it could compare).
         """
         command = build.snapshot(
             interactive_only=interactive_only,
             max_nodes=max_nodes,
-            format=format,
+            format=format or "both",
             changes_since=changes_since,
         )
-        return expect(self.execute(command), SnapshotResult, "snapshot")
+        try:
+            return expect(self.execute(command), SnapshotResult, "snapshot")
+        except CommandFailed as failed:
+            older = None if format or changes_since else build.predates_compact(command, failed)
+            if older is None:
+                raise
+        return expect(self.execute(older), SnapshotResult, "snapshot")
 
     def screenshot(
         self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280
@@ -459,17 +466,23 @@ class AsyncSession(_SessionBase):
         *,
         interactive_only: bool = False,
         max_nodes: int = 1000,
-        format: SnapshotFormat = "both",
+        format: SnapshotFormat | None = None,
         changes_since: str | None = None,
     ) -> SnapshotResult:
         """The page with element refs of the current document generation; see `Session.snapshot`."""
         command = build.snapshot(
             interactive_only=interactive_only,
             max_nodes=max_nodes,
-            format=format,
+            format=format or "both",
             changes_since=changes_since,
         )
-        return expect(await self.execute(command), SnapshotResult, "snapshot")
+        try:
+            return expect(await self.execute(command), SnapshotResult, "snapshot")
+        except CommandFailed as failed:
+            older = None if format or changes_since else build.predates_compact(command, failed)
+            if older is None:
+                raise
+        return expect(await self.execute(older), SnapshotResult, "snapshot")
 
     async def screenshot(
         self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280

@@ -35,8 +35,9 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from understudy_connector import _commands as build
 from understudy_connector._client import AsyncClient
-from understudy_connector._exceptions import UnderstudyError, UsageError
+from understudy_connector._exceptions import CommandFailed, UnderstudyError, UsageError
 from understudy_connector._mcp_tools import (
     CatalogTool,
     catalog_tools,
@@ -45,6 +46,7 @@ from understudy_connector._mcp_tools import (
     parse_arguments,
     success,
 )
+from understudy_connector.generated import models
 from understudy_connector.generated.catalog import COMMAND_KINDS
 
 if TYPE_CHECKING:
@@ -226,7 +228,20 @@ async def run_tool(bound: _Bound, name: str, arguments: dict[str, Any]) -> types
         return failure(f"There is no tool named {name!r}; list the tools and pick one of them.")
     try:
         command, dry_run = parse_arguments(tool, arguments)
-        result = await bound.session.execute(command, dry_run=dry_run)
+        try:
+            result = await bound.session.execute(command, dry_run=dry_run)
+        except CommandFailed as failed:
+            # The compact text was this server's choice, not the agent's: from an extension that
+            # predates it, the nodes (rendered as text) are the next best answer.
+            chosen = "format" not in arguments and "changesSince" not in arguments
+            older = (
+                build.predates_compact(command, failed)
+                if chosen and isinstance(command, models.SnapshotCommand)
+                else None
+            )
+            if older is None:
+                raise
+            result = await bound.session.execute(older)
     except UnderstudyError as error:
         return failure(explain(error, name, bound.policy))
     return success(result)

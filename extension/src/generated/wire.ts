@@ -25,7 +25,7 @@ export type DeviceClientFrame =
  */
 export type ProtocolVersion = 1 | 2;
 /**
- * A feature the extension implements. `safe_write_v2` is required before any write is sent.
+ * A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "Capability".
@@ -36,7 +36,8 @@ export type Capability =
   | "attended_v1"
   | "unattended_v1"
   | "fetch_origin_guard_v1"
-  | "popup_guard_v1";
+  | "popup_guard_v1"
+  | "snapshot_compact_v1";
 /**
  * Random id the extension draws when the browser or the extension starts; it survives service-worker eviction and changes on every browser restart.
  *
@@ -1194,7 +1195,7 @@ export interface SnapshotCommand {
    */
   maxNodes?: number;
   /**
-   * `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both. The default stays `nodes` so that existing consumers keep their result.
+   * Absent: `nodes`, as before this field existed (no `default` here, so that generated clients leave it off the wire and an extension older than `snapshot_compact_v1`, which refuses fields it does not know, keeps answering them). `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both.
    */
   format?: "nodes" | "compact" | "both";
   changesSince?: SnapshotId1;

@@ -198,9 +198,9 @@ class SnapshotCommand(WireModel):
     """
     Bound on nodes returned (lines, in `compact`); the result says when it truncated and counts what it left out per role in `omitted`.
     """
-    format: Literal["nodes", "compact", "both"] | None = "nodes"
+    format: Literal["nodes", "compact", "both"] | None = None
     """
-    `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both. The default stays `nodes` so that existing consumers keep their result.
+    Absent: `nodes`, as before this field existed (no `default` here, so that generated clients leave it off the wire and an extension older than `snapshot_compact_v1`, which refuses fields it does not know, keeps answering them). `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both.
     """
     changes_since: Annotated[SnapshotId | None, Field(alias="changesSince")] = None
     """
@@ -736,12 +736,13 @@ Capability = TypeAliasType(
             "unattended_v1",
             "fetch_origin_guard_v1",
             "popup_guard_v1",
+            "snapshot_compact_v1",
         ],
         Field(examples=["safe_write_v2"], title="Capability"),
     ],
 )
 """
-A feature the extension implements. `safe_write_v2` is required before any write is sent.
+A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`).
 """
 
 
