@@ -11,11 +11,8 @@ import type { SnapshotChanges, SnapshotCommand, SnapshotNode, SnapshotResult } f
 import type { CommandContext } from "./context";
 import type { Remembered } from "./snapshotMemory";
 import { boundLines, compactLines, diffLines, lineKeys, omittedLine, renderLine } from "./snapshotText";
-import type { PageNode } from "./snapshotTree";
+import type { AXNode, PageNode } from "./snapshotTree";
 import { GRAPHIC_ROLES, TEXT_ENTRY_ROLES, UNREFERABLE_ROLES, buildTree, walk } from "./snapshotTree";
-import type { AXNode } from "./snapshotTree";
-
-export type { AXNode } from "./snapshotTree";
 
 const SNAPSHOT_MAX_NODES_LIMIT = 5_000;
 const SNAPSHOT_FORMATS: ReadonlySet<string> = new Set<NonNullable<SnapshotCommand["format"]>>(["nodes", "compact", "both"]);
