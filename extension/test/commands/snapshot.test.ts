@@ -258,6 +258,27 @@ describe("the snapshot command", () => {
     expect(nodes).toMatchObject({ truncated: true, omitted: { textbox: 1, button: 1 } });
   });
 
+  it("answers changes in the structured form with only the nodes that are new or changed", async () => {
+    const { h, session } = await ready();
+    const first = result(await read(session, { name: "snapshot" }));
+    const before = first.nodes as Record<string, unknown>[];
+    const password = before.find((n) => n.name === "Password");
+    h.chrome.handlers.set("Accessibility.getFullAXTree", () => ({
+      nodes: [
+        { nodeId: "1", role: { value: "RootWebArea" }, name: { value: "Sign in" }, childIds: ["3", "5", "6"], backendDOMNodeId: 1 },
+        { nodeId: "3", role: { value: "textbox" }, name: { value: "Email" }, value: { value: "joe@example.com" }, parentId: "1", backendDOMNodeId: 43 },
+        { nodeId: "5", role: { value: "button" }, name: { value: "Sign in" }, parentId: "1", backendDOMNodeId: 42 },
+        { nodeId: "6", role: { value: "StaticText" }, name: { value: "Check your email" }, parentId: "1", backendDOMNodeId: 71 },
+      ],
+    }));
+    const diff = result(await read(session, { name: "snapshot", changesSince: String(first.snapshotId) }));
+    expect(diff.changes).toMatchObject({ status: "compared", added: 1, changed: 1, removed: 1, removedRefs: [password?.ref] });
+    expect((diff.nodes as Record<string, unknown>[]).map((n) => [n.role, n.name, n.value])).toEqual([
+      ["textbox", "Email", "joe@example.com"],
+      ["StaticText", "Check your email", undefined],
+    ]);
+  });
+
   it("answers changes since the latest snapshot, and a full snapshot after a navigation", async () => {
     const { h, tabId, session } = await ready();
     const first = result(await read(session, { name: "snapshot", format: "compact" }));
