@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import connection_limits, overhead, roundtrip, scale, session_create
+from bench import connection_limits, overhead, roundtrip, scale, session_create, snapshot
 from bench._context import Context
 from bench._report import Target, environment
 
@@ -37,6 +37,7 @@ BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
     "roundtrip": roundtrip,
     "session_create": session_create,
     "connection_limits": connection_limits,
+    "snapshot": snapshot,
 }
 
 

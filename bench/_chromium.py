@@ -24,7 +24,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from bench._server import Server, new_devices
 from demo.__main__ import DIST, EXTENSION_ID, _build_extension
@@ -75,6 +75,18 @@ document.getElementById("press").addEventListener("click", () => {{
 """
 
 
+class Served(Protocol):
+    """Pages on one local origin that the rig's device and sessions may use."""
+
+    @property
+    def origin(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
 class LocalPage:
     """The bench page served on 127.0.0.1 (a port of its own) from a thread of this process."""
 
@@ -114,7 +126,7 @@ class Rig:
 
     server: Server
     browser: Chromium
-    page: LocalPage
+    page: Served
     device_id: str
     profile_root: Path
 
@@ -197,14 +209,20 @@ def require_chromium() -> None:
 
 
 @contextlib.asynccontextmanager
-async def chromium_rig(data_dir: Path, log: Callable[[str], None]) -> AsyncIterator[Rig]:
-    """A server, a local page and one enrolled headless Chromium, all stopped afterwards."""
+async def chromium_rig(
+    data_dir: Path, log: Callable[[str], None], pages: Callable[[], Served] = LocalPage
+) -> AsyncIterator[Rig]:
+    """A server, local pages (the bench page by default) and one enrolled headless Chromium.
+
+    Everything is stopped afterwards; the device's local policy and the sessions allow the
+    origin of `pages` only.
+    """
     require_chromium()
     log(f"chromium: extension {await asyncio.to_thread(_build_extension)}")
     devices = new_devices(1, prefix="chromium")
     device_id, credential = next(iter(devices.items()))
     async with contextlib.AsyncExitStack() as stack:
-        page = LocalPage()
+        page = pages()
         stack.callback(page.close)
         server = Server(data_dir / "server", devices=devices)
         stack.push_async_callback(server.stop)

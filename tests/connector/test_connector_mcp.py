@@ -19,6 +19,7 @@ from understudy_connector.mcp_server import McpSettings, build_server
 from .scripted import (
     API_KEY,
     BASE_URL,
+    LOGIN_SNAPSHOT,
     SESSION_ID,
     FakeClock,
     ScriptedBackend,
@@ -132,7 +133,67 @@ async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> No
         "name": "snapshot",
         "interactiveOnly": True,
         "maxNodes": 1000,
+        "format": "compact",
     }
+
+
+COMPACT_TEXT = (
+    "# Sign in — https://example.com/login (snapshot g2s1)\n"
+    'textbox "Username" [g2e5]\ntextbox "Password" password [g2e6]\nbutton "Sign in" [g2e7]'
+)
+
+
+async def test_the_snapshot_tool_returns_the_compact_text_once(clock: FakeClock) -> None:
+    compact = {**LOGIN_SNAPSHOT, "nodes": [], "snapshotId": "g2s1", "text": COMPACT_TEXT}
+    _, (result, asked), backend = await run(
+        clock,
+        [session(201), outcome("snapshot", result=compact), outcome("snapshot"), tombstone()],
+        [("snapshot", {}), ("snapshot", {"format": "nodes", "changesSince": "g2s1"})],
+    )
+    assert text(result) == COMPACT_TEXT
+    assert result.structured_content is not None
+    assert "text" not in result.structured_content
+    assert result.structured_content["snapshotId"] == "g2s1"
+    assert backend.requests[1].body["command"]["format"] == "compact"
+    # A model may still ask for the structured tree, and for changes since a snapshot.
+    assert backend.requests[2].body["command"]["format"] == "nodes"
+    assert backend.requests[2].body["command"]["changesSince"] == "g2s1"
+    assert not asked.is_error
+
+
+async def test_the_snapshot_tool_falls_back_to_nodes_on_an_older_extension(
+    clock: FakeClock,
+) -> None:
+    older = ("invalid_arguments", "snapshot.format: unknown field")
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("snapshot", status="failed", error=older), outcome("snapshot"),
+         tombstone()],
+        [("snapshot", {})],
+    )  # fmt: skip
+    assert not result.is_error
+    assert "- textbox 'Username' [ref=g2e5]" in text(result)
+    assert "format" not in backend.requests[2].body["command"]
+
+
+async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None:
+    older = ("invalid_arguments", "snapshot.format: unknown field")
+    _, (result,), backend = await run(
+        clock,
+        [session(201), outcome("snapshot", status="failed", error=older), tombstone()],
+        [("snapshot", {"format": "compact"})],
+    )
+    assert result.is_error
+    assert "invalid_arguments" in text(result)
+    assert backend.calls == [CREATE, SUBMIT, DELETE], "asked once, not again without format"
+
+
+def test_the_snapshot_tool_says_compact_is_its_default() -> None:
+    (tool,) = [t for t in catalog_tools() if t.name == "snapshot"]
+    schema = tool.tool.input_schema["properties"]
+    assert schema["format"]["default"] == "compact"
+    assert schema["format"]["enum"] == ["nodes", "compact", "both"]
+    assert schema["changesSince"]["pattern"] == "^g[0-9]{1,9}s[0-9]{1,9}$"
 
 
 async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:

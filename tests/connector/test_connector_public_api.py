@@ -14,6 +14,7 @@ PUBLIC = {
     "BackendUnreachable",
     "CapacityExhausted",
     "Client",
+    "CloseTimeout",
     "CommandFailed",
     "CommandIdConflict",
     "WritesBlocked",

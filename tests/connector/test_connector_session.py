@@ -54,8 +54,14 @@ COMMAND_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]
     "get_tabs": ((), {}, {"name": "get_tabs"}),
     "snapshot": (
         (),
-        {"interactive_only": True, "max_nodes": 200},
-        {"name": "snapshot", "interactiveOnly": True, "maxNodes": 200},
+        {"interactive_only": True, "max_nodes": 200, "changes_since": "g2s1"},
+        {
+            "name": "snapshot",
+            "interactiveOnly": True,
+            "maxNodes": 200,
+            "format": "both",
+            "changesSince": "g2s1",
+        },
     ),
     "screenshot": (
         (),

@@ -31,7 +31,13 @@ from understudy.generated import models as m
 
 DEVICE_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
 SESSION_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
-ALL_CAPABILITIES = ["safe_write_v2", "dialogs_v1", "attended_v1", "unattended_v1"]
+ALL_CAPABILITIES = [
+    "safe_write_v2",
+    "dialogs_v1",
+    "attended_v1",
+    "unattended_v1",
+    "snapshot_compact_v1",
+]
 _tab_ids = itertools.count(100)
 
 
@@ -57,6 +63,9 @@ class Behaviour:
     provision: Literal["ack", "refuse", "silent"] = "ack"
     provision_delay_s: float = 0.0
     close: Literal["ack", "silent"] = "ack"
+    # Seconds between closing a tab and acknowledging it; the real extension takes ~100 ms, which
+    # is the window in which the session is still closing and holds its capacity and origins.
+    close_delay_s: float = 0.0
     open_session_sockets: bool = True
     protocol_versions: list[int] = field(default_factory=lambda: [1, 2])
     capabilities: list[str] = field(default_factory=lambda: list(ALL_CAPABILITIES))
@@ -164,6 +173,12 @@ class SimulatedDevice:
         async with self._changed:
             self._changed.notify_all()
 
+    async def _ack_later(self, ack: m.DeviceClientCloseAck) -> None:
+        await asyncio.sleep(self.behaviour.close_delay_s)
+        # The device may have disconnected meanwhile; the backend's loss deadline then settles it.
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self._send(ack)
+
     async def _on_frame(self, frame: m.DeviceServerFrame) -> None:
         match frame:
             case m.DeviceServerWelcome():
@@ -176,11 +191,13 @@ class SimulatedDevice:
                     await self._close_session_socket(lease)
                 self.closed_leases.append(str(frame.lease_id))
                 if self.behaviour.close == "ack":
-                    await self._send(
-                        m.DeviceClientCloseAck(
-                            type="close_ack", lease_id=frame.lease_id, lease_epoch=frame.lease_epoch
-                        )
+                    ack = m.DeviceClientCloseAck(
+                        type="close_ack", lease_id=frame.lease_id, lease_epoch=frame.lease_epoch
                     )
+                    if self.behaviour.close_delay_s > 0:
+                        asyncio.create_task(self._ack_later(ack))  # noqa: RUF006 - held by the loop
+                    else:
+                        await self._send(ack)
             case m.DeviceServerSessionTicket():
                 lease = self.leases.get(str(frame.lease_id))
                 if lease is not None and self.behaviour.open_session_sockets:
@@ -493,9 +510,51 @@ class SimulatedDevice:
 FAKE_NODES: list[dict[str, Any]] = [
     {"role": "RootWebArea", "name": "Example", "depth": 0},
     {"ref": "g1e1", "role": "button", "name": "Sign in", "depth": 1},
-    {"ref": "g1e2", "role": "textbox", "name": "Username", "depth": 1},
-    {"ref": "g1e3", "role": "textbox", "name": "Password", "depth": 1},
+    {"ref": "g1e2", "role": "textbox", "name": "Username", "depth": 1, "multiline": False},
+    {"ref": "g1e3", "role": "textbox", "name": "Password", "depth": 1, "multiline": False},
 ]
+
+# The same page as the extension's compact text writes it. The page never changes, so every
+# snapshot is `g1s1` and changes since it are none.
+FAKE_SNAPSHOT_ID = "g1s1"
+FAKE_HEADER = f"# Example — https://example.com/ (snapshot {FAKE_SNAPSHOT_ID}"
+FAKE_LINES = (
+    'button "Sign in" [g1e1]',
+    'textbox "Username" [g1e2]',
+    'textbox "Password" password [g1e3]',
+)
+
+
+def fake_snapshot(command: dict[str, Any], tab: dict[str, Any]) -> dict[str, Any]:
+    """The fake page in the format asked for; `changesSince` compares with the one snapshot."""
+    fmt = command.get("format", "nodes")
+    result: dict[str, Any] = {
+        "name": "snapshot",
+        "url": tab["url"],
+        "title": "Example",
+        "generation": 1,
+        "snapshotId": FAKE_SNAPSHOT_ID,
+        "truncated": False,
+        "nodes": [dict(node) for node in FAKE_NODES] if fmt in ("nodes", "both") else [],
+    }
+    since = command.get("changesSince")
+    compared = since == FAKE_SNAPSHOT_ID
+    if since is not None:
+        result["changes"] = (
+            {"since": since, "status": "compared", "added": 0, "changed": 0, "removed": 0}
+            if compared
+            else {"since": since, "status": "unavailable"}
+        )
+        if compared:
+            result["nodes"] = []
+    if fmt in ("compact", "both"):
+        if compared:
+            body = [f"{FAKE_HEADER}: changes since {since}, +0 ~0 -0; its refs still hold)"]
+            body.append("(nothing changed)")
+        else:
+            body = [f"{FAKE_HEADER})", *FAKE_LINES]
+        result["text"] = "\n".join(body)
+    return result
 
 
 # Targets that keep a navigation in the tab's own document (others open a popup).
@@ -544,14 +603,7 @@ def fake_result(
     if name == "get_tabs":
         return {"name": name, "tabs": [tab]}
     if name == "snapshot":
-        return {
-            "name": name,
-            "url": tab["url"],
-            "title": "Example",
-            "generation": 1,
-            "truncated": False,
-            "nodes": [dict(node) for node in FAKE_NODES],
-        }
+        return fake_snapshot(command, tab)
     if name == "screenshot":
         return {
             "name": name,

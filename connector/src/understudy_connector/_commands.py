@@ -17,12 +17,15 @@ from understudy_connector.generated import models as m
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from understudy_connector._exceptions import CommandFailed
+
 P = ParamSpec("P")
 C = TypeVar("C")
 
 Button = Literal["left", "middle", "right"]
 Modifier = Literal["Alt", "Control", "Meta", "Shift"]
 ImageFormat = Literal["png", "jpeg"]
+SnapshotFormat = Literal["nodes", "compact", "both"]
 
 
 def invalid_arguments(command: str, error: ValidationError) -> UsageError:
@@ -59,9 +62,37 @@ def get_tabs() -> m.GetTabsCommand:
 
 
 @_checked("snapshot")
-def snapshot(*, interactive_only: bool, max_nodes: int) -> m.SnapshotCommand:
+def snapshot(
+    *,
+    interactive_only: bool,
+    max_nodes: int,
+    format: SnapshotFormat = "both",
+    changes_since: str | None = None,
+) -> m.SnapshotCommand:
     return m.SnapshotCommand(
-        name="snapshot", interactive_only=interactive_only, max_nodes=max_nodes
+        name="snapshot",
+        interactive_only=interactive_only,
+        max_nodes=max_nodes,
+        format=format,
+        changes_since=changes_since,
+    )
+
+
+def predates_compact(command: m.SnapshotCommand, error: CommandFailed) -> m.SnapshotCommand | None:
+    """The snapshot to ask again of an extension older than `snapshot_compact_v1`, if this is one.
+
+    Such an extension refuses a field it does not know (`format`) as `invalid_arguments`; every
+    field was already valid for the spec, so that code can only mean an older extension. The
+    same snapshot without `format` gets its nodes. None when the failure is another one.
+    """
+    if error.code != "invalid_arguments" or command.format is None:
+        return None
+    # None, not the model's default ("nodes"): an unset field is left off the wire.
+    return m.SnapshotCommand(
+        name="snapshot",
+        interactive_only=command.interactive_only,
+        max_nodes=command.max_nodes,
+        format=None,
     )
 
 

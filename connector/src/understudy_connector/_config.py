@@ -15,6 +15,7 @@ class RetryConfig:
             complete); while it is not admitted (busy, unavailable, not started), the last problem
             is raised.
         create_timeout: Seconds a session creation may take, provisioning included.
+        close_timeout: Seconds `close(wait=True)` waits for the session to become terminal.
         resubmit_attempts: Resubmissions of the same command after `504 command_not_started` or
             `504 command_timed_out`.
         network_attempts: Repeats of a request after a network error (only where repeating is safe:
@@ -27,6 +28,7 @@ class RetryConfig:
 
     command_timeout: float = 60.0
     create_timeout: float = 60.0
+    close_timeout: float = 30.0
     resubmit_attempts: int = 4
     network_attempts: int = 3
     backoff_initial: float = 0.5

@@ -13,6 +13,7 @@ message::
     ├── CommandFailed               a durable outcome with status `failed` (carries its code)
     ├── OutcomeTimeout              still pending when the caller's timeout passed; poll it
     ├── ProvisioningTimeout         the session was still provisioning when the timeout passed
+    ├── CloseTimeout                close(wait=True): the session was still closing at the timeout
     └── ProblemError                an RFC 9457 problem from the backend: status, code, detail, ...
         ├── InvalidRequest              400 invalid_request
         ├── Unauthorized                401 unauthorized
@@ -204,6 +205,20 @@ class ProvisioningTimeout(UnderstudyError):
         super().__init__(f"session {session_id} was still provisioning after {timeout:g} s")
         self.session_id = session_id
         self.timeout = timeout
+
+
+class CloseTimeout(UnderstudyError):
+    """`close(wait=True)`: the session was still not terminal when the timeout passed.
+
+    The delete was accepted; the device still holds the session's capacity until the extension
+    acknowledges the close or the device-loss deadline passes. Poll `session_id` or wait longer.
+    """
+
+    def __init__(self, session_id: UUID, timeout: float, status: str) -> None:
+        super().__init__(f"session {session_id} was still {status} after {timeout:g} s")
+        self.session_id = session_id
+        self.timeout = timeout
+        self.status = status
 
 
 _REGISTERED: dict[str, type[ProblemError]] = {}

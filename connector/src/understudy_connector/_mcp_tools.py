@@ -48,6 +48,9 @@ DRY_RUN_SCHEMA: Final[dict[str, Any]] = {
     "description": "Resolve the target and check the policy without acting; nothing changes.",
 }
 
+MCP_SNAPSHOT_FORMAT: Final = "compact"
+"""A snapshot tool call without `format` gets the compact text: it is made for a model's context."""
+
 ADVICE: Final[dict[str, str]] = {
     "invalid_arguments": "check the arguments against the tool's input schema and call again",
     "stale_ref": "the page changed since that snapshot: call snapshot and use a ref from it",
@@ -109,6 +112,15 @@ def input_schema(model: type[WireModel], kind: Literal["read", "write"]) -> dict
     properties = {key: value for key, value in clean["properties"].items() if key != "name"}
     if kind == "write":
         properties["dryRun"] = DRY_RUN_SCHEMA
+    if "format" in properties and model is models.SnapshotCommand:
+        properties["format"] = {
+            **properties["format"],
+            "default": MCP_SNAPSHOT_FORMAT,
+            "description": (
+                "compact (the default here): one line per element, refs in brackets, links as "
+                "[text](ref). nodes: the structured tree as JSON. both: both."
+            ),
+        }
     required = [key for key in clean.get("required", []) if key != "name"]
     result: dict[str, Any] = {
         "type": "object",
@@ -132,6 +144,8 @@ def parse_arguments(tool: CatalogTool, arguments: dict[str, Any]) -> tuple[model
         raise UsageError(f"invalid arguments for {tool.name}: dryRun must be true or false")
     if "name" in values:
         raise UsageError(f"invalid arguments for {tool.name}: unexpected argument 'name'")
+    if tool.model is models.SnapshotCommand:
+        values.setdefault("format", MCP_SNAPSHOT_FORMAT)
     try:
         command = tool.model.model_validate({**values, "name": tool.name})
     except ValidationError as exc:
@@ -144,6 +158,7 @@ def success(result: models.CommandResult) -> types.CallToolResult:
     structured = result.to_wire()
     content: list[types.ContentBlock]
     if isinstance(result, models.SnapshotResult):
+        structured.pop("text", None)  # the text travels once, as text content
         content = [types.TextContent(text=render_snapshot(result))]
     elif isinstance(result, models.ScreenshotResult):
         structured.pop("data")  # the image itself travels once, as image content

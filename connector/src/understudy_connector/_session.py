@@ -14,7 +14,7 @@ import anyio
 
 from understudy_connector import _commands as build
 from understudy_connector._audit import AuditScope
-from understudy_connector._exceptions import SessionClosedError
+from understudy_connector._exceptions import CommandFailed, SessionClosedError
 from understudy_connector._governed import Governance, expect, governed_command
 from understudy_connector._lifecycle import SessionLifecycle, SessionState
 from understudy_connector._session_flow import close_session, get_session, open_session
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from understudy_connector._audit import AuditHook
     from understudy_connector._client import AsyncClient, Client
-    from understudy_connector._commands import Button, ImageFormat, Modifier
+    from understudy_connector._commands import Button, ImageFormat, Modifier, SnapshotFormat
     from understudy_connector._flow import Flow, FlowContext
     from understudy_connector._hooks import ApproveHook
     from understudy_connector.generated import models
@@ -100,8 +100,12 @@ class _SessionBase:
             self._ctx, self._scope("createSession"), self._life, self._body, self._key
         )
 
-    def _close_flow(self) -> Flow[models.Session | SessionTombstone | None]:
-        return close_session(self._ctx, self._scope("deleteSession"), self._life)
+    def _close_flow(
+        self, wait: bool = False, timeout: float | None = None
+    ) -> Flow[models.Session | SessionTombstone | None]:
+        return close_session(
+            self._ctx, self._scope("deleteSession"), self._life, wait=wait, timeout=timeout
+        )
 
     def _refresh_flow(self) -> Flow[models.Session | SessionTombstone]:
         session_id = self.id
@@ -181,9 +185,22 @@ class Session(_SessionBase):
         self._client._drive(self._open_flow(), audit=self._audit)
         return self
 
-    def close(self) -> models.Session | SessionTombstone | None:
-        """Delete the session; a second call sends nothing."""
-        return self._client._drive(self._close_flow(), audit=self._audit)
+    def close(
+        self, *, wait: bool = False, wait_timeout: float | None = None
+    ) -> models.Session | SessionTombstone | None:
+        """Delete the session; a second call sends no second delete.
+
+        Args:
+            wait: Return only once the session is terminal, its device capacity and origins free,
+                so a session created next on that device is not refused (`409 origin_conflict`,
+                `429 capacity_exhausted`) while the extension finishes the close. Without it, the
+                delete only starts cleanup and returns the `closing` session.
+            wait_timeout: Seconds to wait (default `RetryConfig.close_timeout`).
+
+        Raises:
+            CloseTimeout: `wait` and the session was still closing at the timeout.
+        """
+        return self._client._drive(self._close_flow(wait, wait_timeout), audit=self._audit)
 
     def refresh(self) -> models.Session | SessionTombstone:
         """Read the session again (status, dialogs, whether writes are blocked)."""
@@ -220,10 +237,39 @@ class Session(_SessionBase):
         """List the tabs this session controls: always exactly its own tab."""
         return expect(self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
 
-    def snapshot(self, *, interactive_only: bool = False, max_nodes: int = 1000) -> SnapshotResult:
-        """The accessibility tree with element refs of the current document generation."""
-        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
-        return expect(self.execute(command), SnapshotResult, "snapshot")
+    def snapshot(
+        self,
+        *,
+        interactive_only: bool = False,
+        max_nodes: int = 1000,
+        format: SnapshotFormat | None = None,
+        changes_since: str | None = None,
+    ) -> SnapshotResult:
+        """The page with element refs of the current document generation.
+
+        Args:
+            interactive_only: Only what a user can act on.
+            max_nodes: Bound on nodes (lines of `text`); `omitted` counts the rest per role.
+            format: Unset: both forms, `text` (the compact form for a model's context) and
+                `nodes` (the structured tree that `find_ref()` reads), or only the nodes from an
+                extension that predates the compact form. `compact`, `nodes` or `both` ask for
+                exactly that.
+            changes_since: A `snapshot_id` of this document: only what changed since it
+                (`changes` says whether it could compare).
+        """
+        command = build.snapshot(
+            interactive_only=interactive_only,
+            max_nodes=max_nodes,
+            format=format or "both",
+            changes_since=changes_since,
+        )
+        try:
+            return expect(self.execute(command), SnapshotResult, "snapshot")
+        except CommandFailed as failed:
+            older = None if format or changes_since else build.predates_compact(command, failed)
+            if older is None:
+                raise
+        return expect(self.execute(older), SnapshotResult, "snapshot")
 
     def screenshot(
         self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280
@@ -383,9 +429,11 @@ class AsyncSession(_SessionBase):
         await self._client._drive(self._open_flow(), audit=self._audit)
         return self
 
-    async def close(self) -> models.Session | SessionTombstone | None:
-        """Delete the session; a second call sends nothing."""
-        return await self._client._drive(self._close_flow(), audit=self._audit)
+    async def close(
+        self, *, wait: bool = False, wait_timeout: float | None = None
+    ) -> models.Session | SessionTombstone | None:
+        """Delete the session; with `wait`, until it is terminal; see `Session.close`."""
+        return await self._client._drive(self._close_flow(wait, wait_timeout), audit=self._audit)
 
     async def refresh(self) -> models.Session | SessionTombstone:
         """Read the session again (status, dialogs, whether writes are blocked)."""
@@ -414,11 +462,27 @@ class AsyncSession(_SessionBase):
         return expect(await self.execute(build.get_tabs()), GetTabsResult, "get_tabs")
 
     async def snapshot(
-        self, *, interactive_only: bool = False, max_nodes: int = 1000
+        self,
+        *,
+        interactive_only: bool = False,
+        max_nodes: int = 1000,
+        format: SnapshotFormat | None = None,
+        changes_since: str | None = None,
     ) -> SnapshotResult:
-        """The accessibility tree with element refs of the current document generation."""
-        command = build.snapshot(interactive_only=interactive_only, max_nodes=max_nodes)
-        return expect(await self.execute(command), SnapshotResult, "snapshot")
+        """The page with element refs of the current document generation; see `Session.snapshot`."""
+        command = build.snapshot(
+            interactive_only=interactive_only,
+            max_nodes=max_nodes,
+            format=format or "both",
+            changes_since=changes_since,
+        )
+        try:
+            return expect(await self.execute(command), SnapshotResult, "snapshot")
+        except CommandFailed as failed:
+            older = None if format or changes_since else build.predates_compact(command, failed)
+            if older is None:
+                raise
+        return expect(await self.execute(older), SnapshotResult, "snapshot")
 
     async def screenshot(
         self, *, format: ImageFormat = "png", quality: int | None = None, max_width: int = 1280

@@ -16,6 +16,7 @@ import httpx
 
 from understudy_connector import _responses
 from understudy_connector._exceptions import (
+    CloseTimeout,
     NoDeviceAvailable,
     ProvisioningTimeout,
     RateLimited,
@@ -48,6 +49,11 @@ if TYPE_CHECKING:
     from understudy_connector.generated.models import UnattendedSessionRequest
 
 PROVISIONING: Final = frozenset({"allocating", "provisioning"})
+
+# The extension acknowledges a close in about 100 ms, so `close(wait=True)` polls soon and often at
+# first, then backs off.
+CLOSE_POLL_INITIAL: Final = 0.025
+CLOSE_POLL_MAX: Final = 0.5
 
 
 def session_path(session_id: UUID) -> str:
@@ -126,12 +132,26 @@ def open_session(
 
 
 def close_session(
-    ctx: FlowContext, scope: AuditScope, life: SessionLifecycle
+    ctx: FlowContext,
+    scope: AuditScope,
+    life: SessionLifecycle,
+    *,
+    wait: bool = False,
+    timeout: float | None = None,
 ) -> Flow[Session | SessionTombstone | None]:
-    """Delete the session of a Session object; closing twice sends nothing the second time."""
-    if life.state is SessionState.CLOSED:
-        return None
+    """Delete the session of a Session object; closing twice sends no second delete.
+
+    With `wait`, poll until the session is terminal (its tombstone), so that its device capacity
+    and origins are free for the next session: a delete only starts cleanup (`202 closing`).
+    """
     session_id = life.session_id
+    if life.state is SessionState.CLOSED:
+        if not wait or session_id is None:
+            return None
+        closed = yield from wait_terminal(
+            ctx, scope.with_operation("getSession"), session_id, timeout
+        )
+        return closed
     life.move(SessionState.CLOSED)
     if session_id is None:
         return None
@@ -139,7 +159,48 @@ def close_session(
         result = yield from delete_session(ctx, scope, session_id)
     except SessionNotFound:
         return None
+    if wait and isinstance(result, Session):
+        # It was live a moment ago: the first poll waits, unlike a wait after an earlier close.
+        ended = yield from wait_terminal(
+            ctx, scope.with_operation("getSession"), session_id, timeout, poll_first=False
+        )
+        return ended
     return result
+
+
+def wait_terminal(
+    ctx: FlowContext,
+    scope: AuditScope,
+    session_id: UUID,
+    timeout: float | None,
+    *,
+    poll_first: bool = True,
+) -> Flow[SessionTombstone | None]:
+    """Poll the session until it is terminal: its tombstone, or None once it is gone (`404`).
+
+    Raises:
+        CloseTimeout: Still not terminal after `timeout` (default `RetryConfig.close_timeout`).
+    """
+    limit = ctx.retry.close_timeout if timeout is None else timeout
+    deadline = ctx.clock() + limit
+    delay = CLOSE_POLL_INITIAL
+    if not poll_first:
+        yield from sleep(delay)
+    while True:
+        try:
+            current = yield from get_session(ctx, scope, session_id)
+        except SessionNotFound:
+            return None
+        except RateLimited as limited:
+            current = None
+            delay = max(delay, limited.retry_after or ctx.retry.default_retry_after)
+        if isinstance(current, SessionTombstone):
+            return current
+        if ctx.clock() + delay > deadline:
+            status = "closing" if current is None else current.status
+            raise CloseTimeout(session_id, limit, status)
+        yield from sleep(delay)
+        delay = min(delay * 2, CLOSE_POLL_MAX)
 
 
 def terminal_error(tombstone: SessionTombstone) -> SessionTerminal:

@@ -63,20 +63,28 @@ def find_ref(
 
 
 def render_snapshot(snapshot: SnapshotResult) -> str:
-    """The tree as indented text, one node per line: `- role 'name' [ref=g2e14]`.
+    """The snapshot as text for a model: its compact `text` when it has one.
 
-    The name is written as a Python string literal, so quotes and newlines in it stay unambiguous.
+    Without it (a `nodes` snapshot, or an extension that predates the compact form), the tree as
+    indented text, one node per line: `- role 'name' [ref=g2e14]`, the name written as a Python
+    string literal so quotes and newlines in it stay unambiguous.
     """
+    if snapshot.text is not None:
+        return snapshot.text
     lines = [f"# {snapshot.title} ({snapshot.url}) generation {snapshot.generation}"]
     for node in snapshot.nodes:
         details = [f"ref={node.ref}"] if node.ref is not None else []
         if node.value is not None:
             details.append(f"value={node.value!r}")
+        if node.value_length is not None:
+            details.append(f"value cut: {node.value_length} chars")
         for flag in ("checked", "disabled", "focused"):
             if getattr(node, flag):
                 details.append(flag)
         suffix = f" [{', '.join(details)}]" if details else ""
         lines.append(f"{'  ' * node.depth}- {node.role} {node.name!r}{suffix}")
     if snapshot.truncated:
-        lines.append("(truncated: raise maxNodes or use interactiveOnly)")
+        left = ", ".join(f"{n} {role}" for role, n in sorted((snapshot.omitted or {}).items()))
+        what = f": left out {left}" if left else ""
+        lines.append(f"(truncated{what}; raise maxNodes or use interactiveOnly)")
     return "\n".join(lines)

@@ -35,8 +35,9 @@ from mcp import types
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
+from understudy_connector import _commands as build
 from understudy_connector._client import AsyncClient
-from understudy_connector._exceptions import UnderstudyError, UsageError
+from understudy_connector._exceptions import CommandFailed, UnderstudyError, UsageError
 from understudy_connector._mcp_tools import (
     CatalogTool,
     catalog_tools,
@@ -45,6 +46,7 @@ from understudy_connector._mcp_tools import (
     parse_arguments,
     success,
 )
+from understudy_connector.generated import models
 from understudy_connector.generated.catalog import COMMAND_KINDS
 
 if TYPE_CHECKING:
@@ -63,8 +65,11 @@ ApprovalPolicy = Literal["none", "all", "reads-only"]
 POLICIES: Final[tuple[str, ...]] = get_args(ApprovalPolicy)
 INSTRUCTIONS: Final = (
     "These tools drive one browser tab through Understudy. Start with snapshot: it lists the "
-    "page's elements with refs (like g2e14) that click, fill and the other writes take. A "
-    "navigation retires old refs, so take a new snapshot after it. Writes need approval; an "
+    "page one element per line, with refs in brackets (like [g2e14]; a link reads "
+    "[text](g2e14)) that click, fill and the other writes take. '…[cut: N chars]' ends a text "
+    "that was cut. To see only what changed on the same page, pass the snapshot id from the "
+    "first line as changesSince. A navigation retires old refs, so take a new snapshot after "
+    "it. Writes need approval; an "
     "'unknown' outcome means the write may or may not have happened: check with snapshot, never "
     "repeat it blindly."
 )
@@ -223,7 +228,20 @@ async def run_tool(bound: _Bound, name: str, arguments: dict[str, Any]) -> types
         return failure(f"There is no tool named {name!r}; list the tools and pick one of them.")
     try:
         command, dry_run = parse_arguments(tool, arguments)
-        result = await bound.session.execute(command, dry_run=dry_run)
+        try:
+            result = await bound.session.execute(command, dry_run=dry_run)
+        except CommandFailed as failed:
+            # The compact text was this server's choice, not the agent's: from an extension that
+            # predates it, the nodes (rendered as text) are the next best answer.
+            chosen = "format" not in arguments and "changesSince" not in arguments
+            older = (
+                build.predates_compact(command, failed)
+                if chosen and isinstance(command, models.SnapshotCommand)
+                else None
+            )
+            if older is None:
+                raise
+            result = await bound.session.execute(older)
     except UnderstudyError as error:
         return failure(explain(error, name, bound.policy))
     return success(result)

@@ -11,6 +11,7 @@ import type { Logger } from "../log";
 import { CdpSession } from "./cdpSession";
 import { ORIGIN_GUARD_PATTERNS, decide, decisionCommand, isRequestPaused } from "./originGuard";
 import { AUTO_ATTACH_PARAMS, autoAttachAction, isAttachedToTarget } from "./popupGuard";
+import { SnapshotMemory } from "../commands/snapshotMemory";
 import { RefTable } from "./refTable";
 
 export interface DialogOpeningParams {
@@ -42,6 +43,8 @@ function isDialogOpening(params: unknown): params is DialogOpeningParams {
 export class ControlledTab {
   readonly cdp: CdpSession;
   readonly refs: RefTable;
+  /** The latest snapshot of this tab, for `changesSince`. */
+  readonly snapshots = new SnapshotMemory();
   private mainFrameId: string | undefined;
 
   constructor(

@@ -8,12 +8,15 @@ import type { NavigationWatch } from "../cdp/navigationWatch";
 import type { RefTable, RefTarget } from "../cdp/refTable";
 import type { OriginPolicy } from "../config/origins";
 import { CommandError, StaleAuthorityError } from "../errors";
+import type { SnapshotMemory } from "./snapshotMemory";
 import type { Capability, TabInfo, WritePreview } from "../generated/wire";
 
 export interface CommandContext {
   readonly cdp: CdpCaller;
   readonly tabId: number;
   readonly refs: RefTable;
+  /** The tab's latest snapshot, for `changesSince`. */
+  readonly snapshots: SnapshotMemory;
   readonly policy: OriginPolicy;
   readonly capabilities: readonly Capability[];
   /** Absolute time (ms since the Unix epoch) by which the command must have answered. */

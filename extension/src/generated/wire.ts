@@ -25,7 +25,7 @@ export type DeviceClientFrame =
  */
 export type ProtocolVersion = 1 | 2;
 /**
- * A feature the extension implements. `safe_write_v2` is required before any write is sent.
+ * A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "Capability".
@@ -36,7 +36,8 @@ export type Capability =
   | "attended_v1"
   | "unattended_v1"
   | "fetch_origin_guard_v1"
-  | "popup_guard_v1";
+  | "popup_guard_v1"
+  | "snapshot_compact_v1";
 /**
  * Random id the extension draws when the browser or the extension starts; it survives service-worker eviction and changes on every browser restart.
  *
@@ -129,6 +130,13 @@ export type CommandId = string;
 export type CommandResult =
   HelloResult | GetTabsResult | SnapshotResult | ScreenshotResult | WaitForResult | WriteResult;
 /**
+ * Names one snapshot of one document: `g<generation>s<n>`. Pass it as `changesSince` to get only what changed since.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SnapshotId".
+ */
+export type SnapshotId = string;
+/**
  * Element ref from a snapshot: `g<generation>e<element>`. A navigation to a new document retires every ref of the tab; a stale ref is an error, never a guess.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -207,6 +215,10 @@ export type Command =
   | SetCheckedCommand
   | ScrollCommand
   | SwitchTabCommand;
+/**
+ * Names one snapshot of one document: `g<generation>s<n>`. Pass it as `changesSince` to get only what changed since.
+ */
+export type SnapshotId1 = string;
 /**
  * What `wait_for` waits for.
  *
@@ -917,8 +929,20 @@ export interface SnapshotResult {
   url: string;
   title: string;
   generation: number;
+  snapshotId?: SnapshotId;
   nodes: SnapshotNode[];
   truncated: boolean;
+  /**
+   * The compact form (`format` `compact` or `both`): a header line (title, URL, `snapshotId`), then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
+   */
+  text?: string;
+  /**
+   * Present when `truncated`: how many nodes past `maxNodes` were left out, per role.
+   */
+  omitted?: {
+    [k: string]: number | undefined;
+  };
+  changes?: SnapshotChanges;
 }
 /**
  * One accessibility node. Nodes come in document order; `depth` gives the tree shape.
@@ -930,11 +954,50 @@ export interface SnapshotNode {
   ref?: Ref;
   role: string;
   name: string;
+  /**
+   * Present only when `name` was cut to its first 1000 characters: the full length of the name.
+   */
+  nameLength?: number;
   depth: number;
   value?: string;
+  /**
+   * Present only when `value` was cut to its first 1000 characters: the full length of the value.
+   */
+  valueLength?: number;
   checked?: boolean;
   disabled?: boolean;
   focused?: boolean;
+  /**
+   * Text entry only: true for a `textarea` or a multi-line editor (contenteditable, `aria-multiline`), false for a single-line input.
+   */
+  multiline?: boolean;
+  /**
+   * True on an image, SVG or canvas that the page listens to clicks on (or shows a pointer cursor over), though its role is not a control.
+   */
+  clickable?: boolean;
+  /**
+   * What identifies an unnamed image, SVG or canvas (and a clickable one): `id`, `title`, `aria-*` attributes and an image's file name (`src`), so that unlabeled controls differ by more than their order.
+   */
+  attributes?: {
+    [k: string]: string | undefined;
+  };
+}
+/**
+ * Present when the command gave `changesSince`. `compared`: `nodes` and `text` hold only what is new or changed, and the counts say how much changed. `navigated`: the tab loaded another document since, so every ref changed; `unavailable`: that snapshot is not the tab's latest (another snapshot came after it, or the extension restarted), or it lacks the form asked for now (a `nodes` snapshot cannot be compared as `compact` text, nor the reverse). In both, the result is a full snapshot.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SnapshotChanges".
+ */
+export interface SnapshotChanges {
+  since: SnapshotId;
+  status: "compared" | "navigated" | "unavailable";
+  added?: number;
+  changed?: number;
+  removed?: number;
+  /**
+   * Refs of the elements that are gone.
+   */
+  removedRefs?: Ref[];
 }
 /**
  * Result of `screenshot`: base64 image data.
@@ -1128,9 +1191,14 @@ export interface SnapshotCommand {
    */
   interactiveOnly?: boolean;
   /**
-   * Bound on nodes returned; the result says when it truncated.
+   * Bound on nodes returned (lines, in `compact`); the result says when it truncated and counts what it left out per role in `omitted`.
    */
   maxNodes?: number;
+  /**
+   * Absent: `nodes`, as before this field existed (no `default` here, so that generated clients leave it off the wire and an extension older than `snapshot_compact_v1`, which refuses fields it does not know, keeps answering them). `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both.
+   */
+  format?: "nodes" | "compact" | "both";
+  changesSince?: SnapshotId1;
 }
 /**
  * Viewport screenshot, bounded in size.

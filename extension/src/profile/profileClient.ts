@@ -30,6 +30,7 @@ export const CAPABILITIES: readonly Capability[] = [
   "unattended_v1",
   "fetch_origin_guard_v1",
   "popup_guard_v1",
+  "snapshot_compact_v1",
 ];
 
 export type ConnectionState = "starting" | "unconfigured" | "disabled" | "connecting" | "online" | "backoff" | "unauthorized";

@@ -53,7 +53,7 @@ const SESSION_SERVER_SHAPES: Readonly<Record<SessionServerFrame["type"], Shape>>
 const COMMAND_SHAPES: Readonly<Record<CommandName, Shape>> = {
   hello: { required: {} },
   get_tabs: { required: {} },
-  snapshot: { required: {}, optional: { interactiveOnly: "boolean", maxNodes: "integer" } },
+  snapshot: { required: {}, optional: { interactiveOnly: "boolean", maxNodes: "integer", format: "string", changesSince: "string" } },
   screenshot: { required: {}, optional: { format: "string", quality: "integer", maxWidth: "integer" } },
   wait_for: { required: { condition: "object" }, optional: { timeoutMs: "integer" } },
   navigate: { required: { url: "string" } },

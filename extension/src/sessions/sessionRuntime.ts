@@ -226,6 +226,7 @@ export class SessionRuntime {
       cdp: this.tab.cdp.caller(check),
       tabId,
       refs: this.tab.refs,
+      snapshots: this.tab.snapshots,
       policy: this.policy(),
       capabilities: this.deps.capabilities,
       deadlineMs,

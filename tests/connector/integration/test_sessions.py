@@ -10,7 +10,7 @@ import pytest
 
 from understudy.generated import models as wire
 from understudy.simdevice import Behaviour
-from understudy_connector import CapacityExhausted, Client
+from understudy_connector import CapacityExhausted, Client, OriginConflict, ProfileConflict
 from understudy_connector.generated.models import SessionTombstone
 
 from .conftest import ORIGINS, WITHIN, answered, seen, socket_up, tombstoned
@@ -127,3 +127,24 @@ async def test_the_blocking_session_deletes_when_the_body_raises(live: Live) -> 
     with pytest.raises(KeyError, match="boom"):
         await asyncio.to_thread(consumer)
     assert await tombstoned(live, ids[0])
+
+
+async def test_a_session_closed_with_wait_frees_its_device_for_the_next_one_at_once(
+    live: Live,
+) -> None:
+    # The extension takes a moment to close the tab; until it acknowledges, the closing session
+    # keeps its capacity and its origins on the device.
+    await live.device(Behaviour(close_delay_s=0.3))
+    client = live.client()
+    first = await client.session(allowed_origins=ORIGINS, profile_state_key="p").open()
+    await first.close()
+    with pytest.raises((OriginConflict, ProfileConflict)):
+        await client.create_session(allowed_origins=ORIGINS, profile_state_key="p")
+    assert isinstance(await first.close(wait=True), SessionTombstone)
+
+    second = await client.session(allowed_origins=ORIGINS, profile_state_key="p").open()
+    ended = await second.close(wait=True)
+    assert isinstance(ended, SessionTombstone)
+    assert (ended.status, ended.reason) == ("closed", "deleted")
+    third = await client.create_session(allowed_origins=ORIGINS, profile_state_key="p")
+    assert third.status == "connected"

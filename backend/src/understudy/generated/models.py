@@ -20,6 +20,20 @@ Element ref from a snapshot: `g<generation>e<element>`. A navigation to a new do
 """
 
 
+SnapshotId = TypeAliasType(
+    "SnapshotId",
+    Annotated[
+        str,
+        Field(
+            examples=["g2s3"], pattern="^g[0-9]{1,9}s[0-9]{1,9}$", title="SnapshotId"
+        ),
+    ],
+)
+"""
+Names one snapshot of one document: `g<generation>s<n>`. Pass it as `changesSince` to get only what changed since.
+"""
+
+
 SecretRef = TypeAliasType(
     "SecretRef",
     Annotated[
@@ -182,7 +196,15 @@ class SnapshotCommand(WireModel):
     """
     max_nodes: Annotated[int | None, Field(alias="maxNodes", ge=1, le=5000)] = 1000
     """
-    Bound on nodes returned; the result says when it truncated.
+    Bound on nodes returned (lines, in `compact`); the result says when it truncated and counts what it left out per role in `omitted`.
+    """
+    format: Literal["nodes", "compact", "both"] | None = None
+    """
+    Absent: `nodes`, as before this field existed (no `default` here, so that generated clients leave it off the wire and an extension older than `snapshot_compact_v1`, which refuses fields it does not know, keeps answering them). `compact`: `text` holds the page for a model's context, one line per node (role, name, value, state, ref), without empty wrappers, repeated text or null fields, and `nodes` is empty. `nodes`: the structured JSON for programs. `both`: both.
+    """
+    changes_since: Annotated[SnapshotId | None, Field(alias="changesSince")] = None
+    """
+    Return only what changed since this snapshot of the same document (see `changes`). When the tab navigated since, or that snapshot is no longer the tab's latest, the result is a full snapshot and `changes.status` says why.
     """
 
 
@@ -400,6 +422,11 @@ class SwitchTabCommand(WireModel):
     tab_id: Annotated[int, Field(alias="tabId", ge=0)]
 
 
+AttributesAdditionalProperty = TypeAliasType(
+    "AttributesAdditionalProperty", Annotated[str, Field(max_length=200)]
+)
+
+
 class SnapshotNode(WireModel):
     """
     One accessibility node. Nodes come in document order; `depth` gives the tree shape.
@@ -411,27 +438,57 @@ class SnapshotNode(WireModel):
     ref: Ref | None = None
     role: Annotated[str, Field(max_length=64)]
     name: Annotated[str, Field(max_length=1000)]
+    name_length: Annotated[int | None, Field(alias="nameLength", ge=1001)] = None
+    """
+    Present only when `name` was cut to its first 1000 characters: the full length of the name.
+    """
     depth: Annotated[int, Field(ge=0)]
     value: Annotated[str | None, Field(max_length=1000)] = None
+    value_length: Annotated[int | None, Field(alias="valueLength", ge=1001)] = None
+    """
+    Present only when `value` was cut to its first 1000 characters: the full length of the value.
+    """
     checked: bool | None = None
     disabled: bool | None = None
     focused: bool | None = None
-
-
-class SnapshotResult(WireModel):
+    multiline: bool | None = None
     """
-    Result of `snapshot`.
+    Text entry only: true for a `textarea` or a multi-line editor (contenteditable, `aria-multiline`), false for a single-line input.
+    """
+    clickable: bool | None = None
+    """
+    True on an image, SVG or canvas that the page listens to clicks on (or shows a pointer cursor over), though its role is not a control.
+    """
+    attributes: Annotated[
+        dict[str, AttributesAdditionalProperty] | None, Field(max_length=8)
+    ] = None
+    """
+    What identifies an unnamed image, SVG or canvas (and a clickable one): `id`, `title`, `aria-*` attributes and an image's file name (`src`), so that unlabeled controls differ by more than their order.
+    """
+
+
+OmittedAdditionalProperty = TypeAliasType(
+    "OmittedAdditionalProperty", Annotated[int, Field(ge=1)]
+)
+
+
+class SnapshotChanges(WireModel):
+    """
+    Present when the command gave `changesSince`. `compared`: `nodes` and `text` hold only what is new or changed, and the counts say how much changed. `navigated`: the tab loaded another document since, so every ref changed; `unavailable`: that snapshot is not the tab's latest (another snapshot came after it, or the extension restarted), or it lacks the form asked for now (a `nodes` snapshot cannot be compared as `compact` text, nor the reverse). In both, the result is a full snapshot.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    name: Literal["snapshot"]
-    url: str
-    title: str
-    generation: Annotated[int, Field(ge=1)]
-    nodes: list[SnapshotNode]
-    truncated: bool
+    since: SnapshotId
+    status: Literal["compared", "navigated", "unavailable"]
+    added: Annotated[int | None, Field(ge=0)] = None
+    changed: Annotated[int | None, Field(ge=0)] = None
+    removed: Annotated[int | None, Field(ge=0)] = None
+    removed_refs: Annotated[list[Ref] | None, Field(alias="removedRefs")] = None
+    """
+    Refs of the elements that are gone.
+    """
 
 
 class ScreenshotResult(WireModel):
@@ -679,12 +736,13 @@ Capability = TypeAliasType(
             "unattended_v1",
             "fetch_origin_guard_v1",
             "popup_guard_v1",
+            "snapshot_compact_v1",
         ],
         Field(examples=["safe_write_v2"], title="Capability"),
     ],
 )
 """
-A feature the extension implements. `safe_write_v2` is required before any write is sent.
+A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`).
 """
 
 
@@ -1708,6 +1766,32 @@ class GetTabsResult(WireModel):
     )
     name: Literal["get_tabs"]
     tabs: Annotated[list[TabInfo], Field(max_length=1, min_length=1)]
+
+
+class SnapshotResult(WireModel):
+    """
+    Result of `snapshot`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["snapshot"]
+    url: str
+    title: str
+    generation: Annotated[int, Field(ge=1)]
+    snapshot_id: Annotated[SnapshotId | None, Field(alias="snapshotId")] = None
+    nodes: list[SnapshotNode]
+    truncated: bool
+    text: str | None = None
+    """
+    The compact form (`format` `compact` or `both`): a header line (title, URL, `snapshotId`), then one line per node. Refs stand in brackets, `[g2e14]`, links read `[name](g2e14)`; a name or value cut at 1000 characters ends in `…[cut: N chars]`. With `changesSince`, lines start with `+` (new), `~` (changed) or `-` (gone).
+    """
+    omitted: dict[str, OmittedAdditionalProperty] | None = None
+    """
+    Present when `truncated`: how many nodes past `maxNodes` were left out, per role.
+    """
+    changes: SnapshotChanges | None = None
 
 
 CommandResult = TypeAliasType(
