@@ -73,6 +73,14 @@ export type SessionId = string;
  */
 export type LeaseEpoch = number;
 /**
+ * How a kind of popup is contained on this profile, as measured. `blocked_before_request`: its first request is refused inside the browser (a declarativeNetRequest session rule) and the tab is closed; `closed_before_request`: the tab is closed while it still shows its initial about:blank, before it requests anything; `closed_after_request`: the tab is closed as soon as the browser reports it, but its first request may already have reached its server.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "PopupContainment".
+ */
+export type PopupContainment =
+  "blocked_before_request" | "closed_before_request" | "closed_after_request";
+/**
  * Every frame the backend sends on the device socket.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -112,7 +120,25 @@ export type SessionClientFrame =
   | SessionClientWriteReady
   | SessionClientResult
   | SessionClientDialog
+  | SessionClientNavigationBlocked
   | SessionClientError;
+/**
+ * What the page did that the extension stopped. `redirect`: a server redirect; `meta_refresh`: a `<meta http-equiv=refresh>` or a `Refresh` header; `script`: script set the location; `link`: a link was followed; `form_get` / `form_post`: a form was submitted; `reload` / `history`: a reload or a history step reached a disallowed URL; `popup`: the page opened a tab or window; `other`: anything else.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "NavigationBlockCause".
+ */
+export type NavigationBlockCause =
+  | "redirect"
+  | "meta_refresh"
+  | "script"
+  | "link"
+  | "form_get"
+  | "form_post"
+  | "reload"
+  | "history"
+  | "popup"
+  | "other";
 /**
  * Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command.
  *
@@ -513,7 +539,7 @@ export interface UnderstudyWire {
   commandTimeoutProblem?: CommandTimeoutProblem;
 }
 /**
- * First frame on the device socket: what this profile speaks and holds.
+ * First frame on the device socket: what this profile speaks and holds, and how it contains each kind of popup (`popupContainment`, as measured; see extension/README.md).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "DeviceClientHello".
@@ -561,6 +587,7 @@ export interface DeviceClientHello {
           tabId?: number;
         },
       ];
+  popupContainment?: PopupContainmentByKind;
 }
 /**
  * The origins the device's operator allows on this profile. `any` admits every origin; `allowlist` admits only the listed exact origins.
@@ -574,6 +601,27 @@ export interface LocalOriginPolicy {
    * @maxItems 256
    */
   origins?: Origin[];
+}
+/**
+ * Containment per kind of popup a controlled tab can open.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "PopupContainmentByKind".
+ */
+export interface PopupContainmentByKind {
+  window_open: PopupContainment;
+  window_open_noopener: PopupContainment;
+  link_target_blank: PopupContainment;
+  link_noopener: PopupContainment;
+  link_noreferrer: PopupContainment;
+  link_named_target: PopupContainment;
+  area_target: PopupContainment;
+  form_target_get: PopupContainment;
+  form_target_post: PopupContainment;
+  iframe_popup: PopupContainment;
+  middle_click: PopupContainment;
+  modifier_click: PopupContainment;
+  keyboard_activation: PopupContainment;
 }
 /**
  * Sent every 22 s; it also keeps the extension's service worker alive.
@@ -856,7 +904,7 @@ export interface SessionClientHello {
   }[];
 }
 /**
- * The one tab a session controls.
+ * The one tab a session controls. `blockedNavigation` is present while the tab shows Chromium's block page for that stopped navigation instead of a document.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "TabInfo".
@@ -866,6 +914,24 @@ export interface TabInfo {
   url: string;
   title: string;
   active: boolean;
+  blockedNavigation?: BlockedNavigation;
+}
+/**
+ * A page-initiated navigation of a controlled tab to an origin the session does not allow, or a popup it opened, that the extension stopped before its request left the browser. `commandId` names the command during whose run or settle window the page did this, if any.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "BlockedNavigation".
+ */
+export interface BlockedNavigation {
+  blockedId: string;
+  kind: "navigation" | "popup";
+  /**
+   * The origin the page tried to reach (`URL.origin`; `null` for an opaque one such as `about:blank` or `data:`).
+   */
+  origin: string;
+  cause: NavigationBlockCause;
+  blockedAt: Timestamp;
+  commandId?: CommandId;
 }
 /**
  * The outcome of a `read`.
@@ -907,7 +973,7 @@ export interface GetTabsResult {
   tabs: [TabInfo];
 }
 /**
- * Result of `snapshot`.
+ * Result of `snapshot`. When the tab shows Chromium's block page for a stopped navigation, `blockedNavigation` says which, and `nodes` is empty: the error page has nothing to act on.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "SnapshotResult".
@@ -919,6 +985,7 @@ export interface SnapshotResult {
   generation: number;
   nodes: SnapshotNode[];
   truncated: boolean;
+  blockedNavigation?: BlockedNavigation;
 }
 /**
  * One accessibility node. Nodes come in document order; `depth` gives the tree shape.
@@ -959,6 +1026,12 @@ export interface WaitForResult {
   name: "wait_for";
   matched: boolean;
   elapsedMs: number;
+  /**
+   * Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * Result of every write command: the tab afterwards, or the preview of a dry run.
@@ -972,6 +1045,12 @@ export interface WriteResult {
   title: string;
   generation: number;
   preview?: WritePreview;
+  /**
+   * Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * What a `dryRun` write resolved without acting.
@@ -1038,6 +1117,16 @@ export interface DialogRecord {
   promptText?: string;
   openedAt: Timestamp;
   delivery: DialogDelivery;
+}
+/**
+ * The extension stopped a navigation or a popup of the controlled tab. Sent once, when the socket is up; not retried after a reconnect (the command's result carries the ones in its settle window durably).
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SessionClientNavigationBlocked".
+ */
+export interface SessionClientNavigationBlocked {
+  type: "navigation_blocked";
+  blocked: BlockedNavigation;
 }
 /**
  * A frame the extension could not accept.
@@ -1200,6 +1289,26 @@ export interface ClickCommand {
   ref: Ref;
   button?: "left" | "middle" | "right";
   clickCount?: number;
+  /**
+   * Keys held during the click (a Control- or Shift-click opens a link in a new tab or window).
+   *
+   * @maxItems 4
+   */
+  modifiers?:
+    | []
+    | ["Alt" | "Control" | "Meta" | "Shift"]
+    | ["Alt" | "Control" | "Meta" | "Shift", "Alt" | "Control" | "Meta" | "Shift"]
+    | [
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+      ]
+    | [
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+      ];
 }
 /**
  * Move the pointer over the element a ref names.
@@ -1442,6 +1551,15 @@ export interface Session {
    * @maxItems 50
    */
   dialogs: DialogRecord[];
+  /**
+   * The newest 50 navigations and popups of the controlled tab that the extension stopped,
+   * newest first: what was blocked, the origin it tried to reach, and what the page did.
+   * The command whose settle window a block fell into also lists it in its result.
+   *
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
