@@ -1,6 +1,6 @@
 /**
  * One interface over the chrome.* APIs the service worker uses (debugger, tabs, windows,
- * storage, runtime, alarms, permissions). The real implementation is `realChrome.ts`; tests pass
+ * storage, runtime, alarms, permissions, declarativeNetRequest session rules). The real implementation is `realChrome.ts`; tests pass
  * a fake, so every part above this file runs without a browser.
  */
 
@@ -18,6 +18,8 @@ export interface TabSnapshot {
   readonly title: string;
   readonly active: boolean;
   readonly openerTabId?: number;
+  /** The URL a tab is about to load (a popup's first navigation), when Chrome reports one. */
+  readonly pendingUrl?: string;
 }
 
 export type DebuggerEventListener = (target: CdpTarget, method: string, params: unknown) => void;
@@ -35,6 +37,8 @@ export interface TabsApi {
   get(tabId: number): Promise<TabSnapshot | undefined>;
   remove(tabId: number): Promise<void>;
   activate(tabId: number): Promise<void>;
+  /** Ids of every tab of the profile; only the popup fence uses it, to leave them all alone. */
+  allIds(): Promise<number[]>;
   onCreated(listener: (tab: TabSnapshot) => void): void;
   onRemoved(listener: (tabId: number) => void): void;
 }
@@ -78,6 +82,23 @@ export interface PermissionsApi {
   containsOrigin(origin: string): Promise<boolean>;
 }
 
+/**
+ * One declarativeNetRequest session rule that blocks main-frame requests in every tab except the
+ * listed ones (`-1`, requests outside any tab, is always among them).
+ */
+export interface MainFrameBlockRule {
+  readonly id: number;
+  readonly excludedTabIds: readonly number[];
+}
+
+export interface NetRulesApi {
+  /** Whether the browser offers declarativeNetRequest session rules to this extension. */
+  readonly available: boolean;
+  /** Installs or replaces the rule (one `updateSessionRules` call, atomic in Chrome). */
+  putMainFrameBlock(rule: MainFrameBlockRule): Promise<void>;
+  remove(ruleId: number): Promise<void>;
+}
+
 export interface ChromeFacade {
   readonly debugger: DebuggerApi;
   readonly tabs: TabsApi;
@@ -86,4 +107,5 @@ export interface ChromeFacade {
   readonly runtime: RuntimeApi;
   readonly alarms: AlarmsApi;
   readonly permissions: PermissionsApi;
+  readonly netRules: NetRulesApi;
 }

@@ -15,6 +15,7 @@ function snapshot(tab: chrome.tabs.Tab): TabSnapshot | undefined {
     title: tab.title ?? "",
     active: tab.active,
     ...(tab.openerTabId === undefined ? {} : { openerTabId: tab.openerTabId }),
+    ...(tab.pendingUrl === undefined ? {} : { pendingUrl: tab.pendingUrl }),
   };
   return result;
 }
@@ -66,6 +67,7 @@ export function realChrome(): ChromeFacade {
         }
       },
       remove: (tabId) => chrome.tabs.remove(tabId),
+      allIds: async () => (await chrome.tabs.query({})).flatMap((tab) => (tab.id === undefined ? [] : [tab.id])),
       activate: async (tabId) => {
         await chrome.tabs.update(tabId, { active: true });
       },
@@ -126,6 +128,25 @@ export function realChrome(): ChromeFacade {
     },
     permissions: {
       containsOrigin: (origin) => chrome.permissions.contains({ origins: [`${origin}/*`] }),
+    },
+    netRules: {
+      available: typeof chrome.declarativeNetRequest?.updateSessionRules === "function",
+      putMainFrameBlock: (rule) =>
+        chrome.declarativeNetRequest.updateSessionRules({
+          removeRuleIds: [rule.id],
+          addRules: [
+            {
+              id: rule.id,
+              priority: 1,
+              action: { type: chrome.declarativeNetRequest.RuleActionType.BLOCK },
+              condition: {
+                resourceTypes: [chrome.declarativeNetRequest.ResourceType.MAIN_FRAME],
+                excludedTabIds: [...rule.excludedTabIds],
+              },
+            },
+          ],
+        }),
+      remove: (ruleId) => chrome.declarativeNetRequest.updateSessionRules({ removeRuleIds: [ruleId] }),
     },
   };
 }

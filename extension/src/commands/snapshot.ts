@@ -1,7 +1,8 @@
 /**
  * `snapshot`: the accessibility tree of the main frame (Accessibility.getFullAXTree), in document
  * order with depths, bounded by `maxNodes`. Every element node gets a ref of the current
- * generation. Values of password fields are never reported.
+ * generation. Values of password fields are never reported. While the tab shows Chromium's block
+ * page for a stopped navigation, the snapshot says so and mints no refs into the error page.
  */
 import { SNAPSHOT_DEFAULT_MAX_NODES } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
@@ -97,6 +98,11 @@ export function flatten(nodes: readonly AXNode[]): { node: AXNode; depth: number
 const SNAPSHOT_ATTEMPTS = 3;
 
 export async function snapshot(ctx: CommandContext, command: SnapshotCommand): Promise<SnapshotResult> {
+  const blocked = ctx.blockedPage();
+  if (blocked !== undefined) {
+    const tab = await ctx.tab();
+    return { name: "snapshot", url: tab.url, title: tab.title, generation: ctx.refs.generation, nodes: [], truncated: false, blockedNavigation: blocked };
+  }
   for (let attempt = 0; attempt < SNAPSHOT_ATTEMPTS; attempt += 1) {
     const generation = ctx.refs.generation;
     const { nodes } = await ctx.cdp.send<{ nodes: AXNode[] }>("Accessibility.getFullAXTree", {});

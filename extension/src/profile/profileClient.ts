@@ -42,6 +42,8 @@ export interface ProfileDeps {
   readonly random?: () => number;
   readonly newId?: () => string;
   readonly now?: () => number;
+  /** The write settle window (BLOCK_SETTLE_MS when absent); unit tests shorten it. */
+  readonly settleMs?: number;
 }
 
 export const CONNECT_TICKET_PATH = "/v1/device/connect-ticket";
@@ -95,6 +97,7 @@ export class ProfileClient {
       sendDevice: (frame) => this.sendDevice(frame),
       enabled: () => this.loaded.config?.enabled === true,
       ...(deps.random === undefined ? {} : { random: deps.random }),
+      ...(deps.settleMs === undefined ? {} : { settleMs: deps.settleMs }),
     });
     this.attachRequests = new AttachRequests({
       chrome,
@@ -284,6 +287,7 @@ export class ProfileClient {
       localOriginPolicy: config.localOriginPolicy,
       capacity: { total: 2, free: this.manager.freeCapacity() },
       leases: this.manager.leasesForHello(),
+      popupContainment: this.manager.popupContainment(),
     });
   }
 

@@ -30,4 +30,6 @@ export interface RuntimeDeps {
   sendDevice(frame: DeviceClientFrame): boolean;
   /** Uniform random in [0, 1) for retry jitter; Math.random when absent. */
   readonly random?: () => number;
+  /** How long after a write acted the page's reaction is attributed to it; BLOCK_SETTLE_MS when absent. */
+  readonly settleMs?: number;
 }

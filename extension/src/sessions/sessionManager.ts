@@ -1,12 +1,14 @@
 /**
  * All runtimes of this profile, indexed by session id, lease id and tab id; at most two. Owns the
  * chrome listeners that route CDP events by tab id, close popups of controlled tabs, and notice
- * closed tabs and dropped debuggers. Tabs the extension did not create or was not handed by a
+ * closed tabs and dropped debuggers, and the popup fence (a network rule that refuses the first
+ * request of a popup while any tab is controlled; see popupFence.ts). Tabs the extension did not create or was not handed by a
  * person (every other tab, including tabs Chrome restored) are never attached, listed or closed.
  */
 import { isControlledPopup } from "../cdp/popupGuard";
 import { canonicalOrigin, localPolicyAdmits } from "../config/origins";
 import { DEVICE_TAB_CAPACITY } from "../constants";
+import { PopupFence } from "./popupFence";
 import type {
   DeviceClientCloseAck,
   DeviceClientHello,
@@ -15,6 +17,7 @@ import type {
   DeviceServerClose,
   DeviceServerProvision,
   DeviceServerSessionTicket,
+  PopupContainmentByKind,
 } from "../generated/wire";
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
@@ -55,9 +58,11 @@ export class SessionManager {
    * when the runtime is indexed; dropped when the tab or its attachment goes away.
    */
   private readonly early = new Map<number, EarlyEvent[]>();
+  private readonly fence: PopupFence;
 
   constructor(private readonly deps: ManagerDeps) {
     const { chrome } = deps;
+    this.fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);
       if (runtime !== undefined) {
@@ -78,15 +83,21 @@ export class SessionManager {
       this.onDebuggerDetached(tabId, reason);
     });
     chrome.tabs.onCreated((tab) => {
-      if (!isControlledPopup(tab, (id) => this.byTab.has(id))) return;
+      if (!isControlledPopup(tab, (id) => this.byTab.has(id))) {
+        // Someone else's tab (a person's, another extension's): the fence must let it load.
+        this.fence.spare(tab.id).catch(() => undefined);
+        return;
+      }
       chrome.tabs.remove(tab.id).catch(() => {
         deps.log.warn("popup_close_failed");
       });
+      if (tab.openerTabId !== undefined) this.byTab.get(tab.openerTabId)?.popupBlocked(tab.pendingUrl ?? tab.url);
       deps.health.bump("popupsClosed");
       deps.emitHealth();
     });
     chrome.tabs.onRemoved((tabId) => {
       this.early.delete(tabId);
+      this.fence.forget(tabId);
       const runtime = this.byTab.get(tabId);
       if (runtime !== undefined) this.release(runtime, "tab_closed", false);
     });
@@ -104,6 +115,11 @@ export class SessionManager {
 
   bySessionId(sessionId: string): SessionRuntime | undefined {
     return this.bySession.get(sessionId);
+  }
+
+  /** How each kind of popup is contained now (for the device hello). */
+  popupContainment(): PopupContainmentByKind {
+    return this.fence.containment();
   }
 
   freeCapacity(): number {
@@ -144,12 +160,14 @@ export class SessionManager {
         continue;
       }
       try {
+        await this.fence.raise();
         this.index(await SessionRuntime.start(this.deps, record, true, stored));
       } catch {
         this.deps.log.warn("restore_attach_failed");
         await this.deps.leases.remove(record.leaseId);
       }
     }
+    await this.lowerFenceIfIdle();
   }
 
   /** Opens an extension-owned about:blank tab in an unfocused window for an unattended lease. */
@@ -175,8 +193,11 @@ export class SessionManager {
     const stored = SessionRuntime.readStored(this.deps, frame.sessionId);
     stored.catch(() => undefined); // observed by start; not left unhandled when the window fails
     try {
+      // Up before the tab exists, so the tab's popups meet it from the first one on.
+      await this.fence.raise();
       const tab = await this.deps.chrome.windows.createUnfocusedBlank();
       tabId = tab.id;
+      await this.fence.spare(tab.id);
       const record: LeaseRecord = {
         leaseId: frame.leaseId,
         sessionId: frame.sessionId,
@@ -195,6 +216,7 @@ export class SessionManager {
       return refuse("provision_failed", "The extension could not open and attach a tab; check the browser, then retry.");
     } finally {
       this.reserved -= 1;
+      await this.lowerFenceIfIdle();
     }
   }
 
@@ -204,6 +226,7 @@ export class SessionManager {
     if (runtime !== undefined && frame.leaseEpoch >= runtime.leaseEpoch) {
       this.unindex(runtime);
       await runtime.close(true);
+      await this.lowerFenceIfIdle();
     }
     // A lease this extension does not hold (late provision, already released) is acknowledged too.
     return { type: "close_ack", leaseId: frame.leaseId, leaseEpoch: frame.leaseEpoch };
@@ -244,6 +267,7 @@ export class SessionManager {
   async attachTab(record: LeaseRecord): Promise<SessionRuntime> {
     this.reserved += 1;
     try {
+      await this.fence.raise();
       const runtime = await SessionRuntime.start(this.deps, record, false);
       this.index(runtime);
       const early = this.attaching.get(record.leaseId);
@@ -252,6 +276,7 @@ export class SessionManager {
       return runtime;
     } finally {
       this.reserved -= 1;
+      await this.lowerFenceIfIdle();
     }
   }
 
@@ -269,6 +294,7 @@ export class SessionManager {
       this.unindex(runtime);
       await runtime.close(true);
     }
+    await this.lowerFenceIfIdle();
   }
 
   private onDebuggerDetached(tabId: number, reason: string): void {
@@ -288,6 +314,12 @@ export class SessionManager {
     runtime.close(closeTab).catch(() => {
       this.deps.log.warn("runtime_close_failed");
     });
+    this.lowerFenceIfIdle().catch(() => undefined);
+  }
+
+  /** With no tab controlled or about to be, the fence comes down and no tab is held back. */
+  private async lowerFenceIfIdle(): Promise<void> {
+    if (this.byTab.size === 0 && this.reserved === 0) await this.fence.lower();
   }
 
   private index(runtime: SessionRuntime): void {

@@ -7,6 +7,7 @@ import type {
   ChromeFacade,
   DebuggerDetachListener,
   DebuggerEventListener,
+  MainFrameBlockRule,
   PanelMessageListener,
   StorageArea,
   TabSnapshot,
@@ -93,7 +94,7 @@ export class FakeChrome implements ChromeFacade {
   }
 
   /** Adds a tab as a person (or Chrome's session restore) would; fires tabs.onCreated. */
-  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean } = {}): TabSnapshot {
+  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean; pendingUrl?: string } = {}): TabSnapshot {
     const tab: TabSnapshot = {
       id: this.nextTabId++,
       windowId: this.nextWindowId,
@@ -101,6 +102,7 @@ export class FakeChrome implements ChromeFacade {
       title: options.title ?? "",
       active: options.active ?? false,
       ...(options.openerTabId === undefined ? {} : { openerTabId: options.openerTabId }),
+      ...(options.pendingUrl === undefined ? {} : { pendingUrl: options.pendingUrl }),
     };
     this.tabsById.set(tab.id, tab);
     for (const listener of this.createdListeners) listener(tab);
@@ -172,6 +174,7 @@ export class FakeChrome implements ChromeFacade {
       this.activatedTabs.push(tabId);
       return Promise.resolve();
     },
+    allIds: (): Promise<number[]> => Promise.resolve([...this.tabsById.keys()]),
     onCreated: (listener: (tab: TabSnapshot) => void): void => {
       this.createdListeners.push(listener);
     },
@@ -219,4 +222,28 @@ export class FakeChrome implements ChromeFacade {
   readonly permissions = {
     containsOrigin: (): Promise<boolean> => Promise.resolve(true),
   };
+
+  /** The session rules installed now, by id, as the real API would hold them. */
+  readonly sessionRules = new Map<number, MainFrameBlockRule>();
+  /** When set, every rule update rejects (the API refused the rule). */
+  failRuleUpdates = false;
+
+  readonly netRules = {
+    available: true,
+    putMainFrameBlock: (rule: MainFrameBlockRule): Promise<void> => {
+      if (this.failRuleUpdates) return Promise.reject(new Error("Rule update refused"));
+      this.sessionRules.set(rule.id, { id: rule.id, excludedTabIds: [...rule.excludedTabIds] });
+      return Promise.resolve();
+    },
+    remove: (ruleId: number): Promise<void> => {
+      if (this.failRuleUpdates) return Promise.reject(new Error("Rule update refused"));
+      this.sessionRules.delete(ruleId);
+      return Promise.resolve();
+    },
+  };
+
+  /** Whether a main-frame request in `tabId` would be blocked by the installed rules. */
+  blocksMainFrameIn(tabId: number): boolean {
+    return [...this.sessionRules.values()].some((rule) => !rule.excludedTabIds.includes(tabId));
+  }
 }
