@@ -44,6 +44,7 @@ EVENTS: Final = frozenset(
         "command.admitted",
         "command.outcome",
         "dialog.recorded",
+        "navigation.blocked",
     }
 )
 IDENTITY_FIELDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})

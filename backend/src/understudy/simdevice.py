@@ -33,6 +33,10 @@ DEVICE_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFram
 SESSION_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
 ALL_CAPABILITIES = ["safe_write_v2", "dialogs_v1", "attended_v1", "unattended_v1"]
 _tab_ids = itertools.count(100)
+# The kinds of popup the device hello reports containment for, as the spec names them.
+POPUP_KINDS = tuple(
+    info.alias or name for name, info in m.PopupContainmentByKind.model_fields.items()
+)
 
 
 @dataclass
@@ -65,6 +69,11 @@ class Behaviour:
     execute: Literal["complete", "crash_after_start", "hold_result"] = "complete"
     read: Literal["answer", "silent"] = "answer"
     fail_with: str | None = None  # a CommandErrorCode every command fails with
+    # What the page does in response to every executed write, as the extension reports it: a
+    # `BlockedNavigation` without `blockedId`/`blockedAt`/`commandId` (e.g. {"kind": "popup",
+    # "origin": "https://elsewhere.example", "cause": "popup"}). The simulated extension sends a
+    # `navigation_blocked` frame and lists the record in the write's result, as the real one does.
+    page_blocks: dict[str, Any] | None = None
 
 
 class SimulatedDevice:
@@ -127,6 +136,7 @@ class SimulatedDevice:
                     }
                     for lease in self.leases.values()
                 ],
+                "popupContainment": dict.fromkeys(POPUP_KINDS, "blocked_before_request"),
             }
         )
 
@@ -371,11 +381,19 @@ class SimulatedDevice:
                         self.secrets_seen.append(frame.secret_value)
                 if b.execute == "crash_after_start":
                     return
-                result = m.SessionClientResult.model_validate(
-                    self._outcome(
-                        cid, frame.command.to_wire(), lease, read=False, dry_run=frame.dry_run
-                    )
+                outcome = self._outcome(
+                    cid, frame.command.to_wire(), lease, read=False, dry_run=frame.dry_run
                 )
+                if b.page_blocks is not None and not frame.dry_run and "result" in outcome:
+                    record = {
+                        **b.page_blocks,
+                        "blockedId": str(uuid.uuid4()),
+                        "blockedAt": "2026-11-30T09:00:02Z",
+                        "commandId": cid,
+                    }
+                    await socket.send(json.dumps({"type": "navigation_blocked", "blocked": record}))
+                    outcome["result"]["blockedNavigations"] = [record]
+                result = m.SessionClientResult.model_validate(outcome)
                 lease.journal[cid] = "completed_unacked"
                 lease.journal_results[cid] = result
                 if b.execute == "complete":
