@@ -26,12 +26,18 @@ export interface ControlledTabHooks {
   onDialog(params: DialogOpeningParams): void;
   onNavigationBlocked(url: string, cause: NavigationBlockCause): void;
   onPopupClosed(): void;
+  /**
+   * A document of this tab (its page or a frame) is about to load from, or shows, `url`; the
+   * request the guard holds continues once the returned promise settles (the popup fence admits
+   * the host first, see popupFence.ts).
+   */
+  admitDocument(url: string): Promise<void>;
   /** A main-frame document committed; `isErrorPage` for an error page (the block page is one). */
   onNewDocument(generation: number, isErrorPage: boolean): void;
 }
 
 interface FrameNavigatedParams {
-  readonly frame?: { readonly id?: string; readonly parentId?: string; readonly unreachableUrl?: string };
+  readonly frame?: { readonly id?: string; readonly parentId?: string; readonly url?: string; readonly unreachableUrl?: string };
   readonly type?: string;
 }
 
@@ -146,10 +152,21 @@ export class ControlledTab {
         break;
       }
       case "Target.attachedToTarget":
-        if (isAttachedToTarget(params)) this.releaseTarget(params.sessionId, params.targetInfo.targetId, autoAttachAction(params));
+        if (isAttachedToTarget(params)) {
+          // An out-of-process frame: its origin joins the fence before it is released (its
+          // document request may not have paused here).
+          const url = (params.targetInfo as { url?: unknown }).url;
+          const admitted = typeof url === "string" ? this.hooks.admitDocument(url) : Promise.resolve();
+          const { sessionId: child, targetInfo } = params;
+          const action = autoAttachAction(params);
+          admitted.finally(() => {
+            this.releaseTarget(child, targetInfo.targetId, action);
+          }).catch(() => undefined);
+        }
         break;
       case "Page.frameNavigated": {
         const frame = (params as FrameNavigatedParams).frame;
+        if (typeof frame?.url === "string") this.hooks.admitDocument(frame.url).catch(() => undefined);
         if (sessionId === undefined && frame !== undefined && frame.parentId === undefined) {
           this.mainFrameId = frame.id ?? this.mainFrameId;
           this.requested = undefined;
@@ -185,10 +202,21 @@ export class ControlledTab {
       this.hooks.onNavigationBlocked(params.request.url, blockCause(params.request.url, this.requested, redirected));
       this.requested = undefined;
       this.continuedMainFrame = false;
-    } else if (isMainFrameDocument) {
-      this.continuedMainFrame = true;
+      this.answerPausedRequest(params.requestId, decision);
+      return;
     }
-    this.answerPausedRequest(params.requestId, decision);
+    if (isMainFrameDocument) this.continuedMainFrame = true;
+    const isDocument = params.resourceType === undefined || params.resourceType === "Document";
+    if (!isDocument) {
+      this.answerPausedRequest(params.requestId, decision);
+      return;
+    }
+    this.hooks
+      .admitDocument(params.request.url)
+      .catch(() => undefined)
+      .finally(() => {
+        this.answerPausedRequest(params.requestId, decision);
+      });
   }
 
   private answerPausedRequest(requestId: string, decision: "continue" | "block"): void {

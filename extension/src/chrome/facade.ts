@@ -1,6 +1,6 @@
 /**
  * One interface over the chrome.* APIs the service worker uses (debugger, tabs, windows,
- * storage, runtime, alarms, permissions, declarativeNetRequest session rules). The real implementation is `realChrome.ts`; tests pass
+ * storage, runtime, alarms, permissions, declarativeNetRequest session rules, webNavigation). The real implementation is `realChrome.ts`; tests pass
  * a fake, so every part above this file runs without a browser.
  */
 
@@ -43,6 +43,14 @@ export interface TabsApi {
   onRemoved(listener: (tabId: number) => void): void;
 }
 
+/**
+ * chrome.webNavigation: a tab or window a page opened, with the tab that opened it even when the
+ * popup has no opener (`noopener`), and the URL it is about to load.
+ */
+export interface NavigationApi {
+  onCreatedNavigationTarget(listener: (sourceTabId: number, tabId: number, url: string) => void): void;
+}
+
 export interface WindowsApi {
   /** Opens `about:blank` in a new unfocused window and returns its one tab. */
   createUnfocusedBlank(): Promise<TabSnapshot>;
@@ -83,12 +91,14 @@ export interface PermissionsApi {
 }
 
 /**
- * One declarativeNetRequest session rule that blocks main-frame requests in every tab except the
- * listed ones (`-1`, requests outside any tab, is always among them).
+ * One declarativeNetRequest session rule that blocks main-frame requests started by a document
+ * on one of `initiatorDomains` (or a subdomain) in every tab except `excludedTabIds`. Requests
+ * without an initiator (typed, bookmarks, `chrome.tabs.create`) never match.
  */
 export interface MainFrameBlockRule {
   readonly id: number;
   readonly excludedTabIds: readonly number[];
+  readonly initiatorDomains: readonly string[];
 }
 
 export interface NetRulesApi {
@@ -108,4 +118,5 @@ export interface ChromeFacade {
   readonly alarms: AlarmsApi;
   readonly permissions: PermissionsApi;
   readonly netRules: NetRulesApi;
+  readonly navigation: NavigationApi;
 }

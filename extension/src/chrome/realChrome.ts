@@ -129,6 +129,13 @@ export function realChrome(): ChromeFacade {
     permissions: {
       containsOrigin: (origin) => chrome.permissions.contains({ origins: [`${origin}/*`] }),
     },
+    navigation: {
+      onCreatedNavigationTarget: (listener) => {
+        chrome.webNavigation.onCreatedNavigationTarget.addListener((details) => {
+          listener(details.sourceTabId, details.tabId, details.url);
+        });
+      },
+    },
     netRules: {
       available: typeof chrome.declarativeNetRequest?.updateSessionRules === "function",
       putMainFrameBlock: (rule) =>
@@ -142,6 +149,7 @@ export function realChrome(): ChromeFacade {
               condition: {
                 resourceTypes: [chrome.declarativeNetRequest.ResourceType.MAIN_FRAME],
                 excludedTabIds: [...rule.excludedTabIds],
+                initiatorDomains: [...rule.initiatorDomains],
               },
             },
           ],

@@ -1,21 +1,28 @@
 /**
  * The popup fence: while at least one tab is controlled, a declarativeNetRequest session rule
- * blocks every main-frame request of every tab that is not known to be someone else's, so a
- * popup of a controlled tab is refused inside the network stack before its first request leaves.
+ * refuses every main-frame request that a document on a host of a controlled tab starts in a tab
+ * that is not known to be someone else's, so a popup of a controlled tab is refused inside the
+ * network stack before its first request leaves.
  *
  * Why a rule and not a listener: `tabs.onCreated` and `webNavigation.onCreatedNavigationTarget`
  * arrive about 15 ms before a noopener popup's first request is sent, but they are asynchronous;
  * closing the tab from there lost the race every time (measured on Chromium 156, see
  * extension/README.md). A session rule is evaluated synchronously before a request starts.
  *
- * A popup's tab id cannot be known before it exists, so the rule names the tabs it must leave
- * alone (`excludedTabIds`): every tab that existed when the fence went up, the controlled tabs,
- * and every later tab that is not a popup of a controlled tab, added when `tabs.onCreated`
- * reports it. The trade-off: a tab a person opens *from a link* while a session runs is created
- * by Chrome with its first request already under way, so that request can meet the rule before
- * the tab is added, and the tab then shows Chromium's block page once (a reload loads it). Tabs
- * that existed before, typed URLs and bookmarks in a new tab (which starts at the New Tab page)
- * are never affected. With no controlled tab the rule is removed.
+ * A popup's tab id cannot be known before it exists, so the rule names the tabs it leaves alone
+ * (`excludedTabIds`): every tab that existed when the fence went up and every later tab that
+ * `tabs.onCreated` reports and is not a popup of a controlled tab. And it matches only requests
+ * whose initiator is on a host a controlled tab's documents or frames were admitted to
+ * (`initiatorDomains`): a popup's first request always carries its opener's (or its frame's)
+ * origin, while a tab the browser opens itself (a typed URL, a bookmark, `chrome.tabs.create`,
+ * another program) carries none and never matches, even before `tabs.onCreated` spared it.
+ *
+ * The trade-off: a tab a person opens *from a link on one of those hosts* while a session runs
+ * starts loading before `tabs.onCreated` spares it, so its first request is refused and the tab
+ * shows Chromium's block page once (a reload loads it). Tabs that existed before are never
+ * affected. Not covered: popups whose opener has an opaque origin (a sandboxed or `data:` frame
+ * with `allow-popups`), since a rule cannot name an opaque initiator; `tabs.onCreated` closes
+ * those after their first request. With no controlled tab the rule is removed.
  */
 import type { NetRulesApi, TabsApi } from "../chrome/facade";
 import type { PopupContainmentByKind } from "../generated/wire";
@@ -26,6 +33,20 @@ import { SerialChain } from "./serialChain";
 export const POPUP_FENCE_RULE_ID = 1;
 /** `chrome.tabs.TAB_ID_NONE`: requests outside any tab (the extension's own fetches, prefetches). */
 export const TAB_ID_NONE = -1;
+/** Hosts a rule can name: DNS names and IPv4 addresses (IPv6 literals are left out). */
+const RULE_HOST = /^[a-z0-9.-]{1,253}$/;
+
+/** The host of an http(s) URL a rule can name, or undefined (about:, data:, IPv6, garbage). */
+export function ruleHostOf(url: string): string | undefined {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return undefined;
+  }
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") return undefined;
+  return RULE_HOST.test(parsed.hostname) ? parsed.hostname : undefined;
+}
 
 /**
  * How each kind of popup is contained when the fence is up, as measured on Chromium 156 with
@@ -72,6 +93,11 @@ export const CONTAINMENT_WITHOUT_FENCE: PopupContainmentByKind = {
 export class PopupFence {
   /** Tabs whose main-frame requests the rule lets through; meaningful only while `up`. */
   private readonly spared = new Set<number>();
+  /**
+   * Hosts documents of controlled tabs were admitted to while the fence is up: the initiators the
+   * rule matches. Kept until the fence comes down (a host a tab left may still have a frame).
+   */
+  private readonly hosts = new Set<string>();
   private up = false;
   private failed = false;
   private readonly chain = new SerialChain();
@@ -92,16 +118,38 @@ export class PopupFence {
   }
 
   /**
-   * Puts the rule up, sparing every tab that exists now; resolves once Chrome installed it. Call
-   * before a tab becomes controlled. Idempotent while up.
+   * Puts the fence up, sparing every tab that exists now, and admits the origins a new controlled
+   * tab may show; resolves once Chrome installed the rule. Call before a tab becomes controlled.
    */
-  raise(): Promise<void> {
+  raise(origins: readonly string[] = []): Promise<void> {
     return this.chain.run(async () => {
-      if (this.up || !this.rules.available) return;
-      const ids = await this.tabs.allIds();
-      this.spared.clear();
-      for (const id of ids) this.spared.add(id);
-      this.up = true;
+      if (!this.rules.available) return;
+      if (!this.up) {
+        const ids = await this.tabs.allIds();
+        this.spared.clear();
+        this.hosts.clear();
+        for (const id of ids) this.spared.add(id);
+        this.up = true;
+      }
+      for (const origin of origins) {
+        const host = ruleHostOf(origin);
+        if (host !== undefined) this.hosts.add(host);
+      }
+      await this.install();
+    });
+  }
+
+  /**
+   * A document of a controlled tab (its page or a frame) is about to load from `url`: its host
+   * joins the rule's initiators first, so a popup it opens meets the rule. Resolves at once for a
+   * host already in.
+   */
+  admit(url: string): Promise<void> {
+    const host = ruleHostOf(url);
+    if (!this.up || host === undefined || this.hosts.has(host)) return Promise.resolve();
+    return this.chain.run(async () => {
+      if (!this.up || this.hosts.has(host)) return;
+      this.hosts.add(host);
       await this.install();
     });
   }
@@ -126,6 +174,7 @@ export class PopupFence {
       if (!this.up) return;
       this.up = false;
       this.spared.clear();
+      this.hosts.clear();
       try {
         await this.rules.remove(POPUP_FENCE_RULE_ID);
       } catch {
@@ -136,7 +185,9 @@ export class PopupFence {
 
   private async install(): Promise<void> {
     try {
-      await this.rules.putMainFrameBlock({ id: POPUP_FENCE_RULE_ID, excludedTabIds: [TAB_ID_NONE, ...this.spared] });
+      // A rule needs at least one initiator domain; with none, no document could open a popup yet.
+      if (this.hosts.size === 0) await this.rules.remove(POPUP_FENCE_RULE_ID);
+      else await this.rules.putMainFrameBlock({ id: POPUP_FENCE_RULE_ID, excludedTabIds: [TAB_ID_NONE, ...this.spared], initiatorDomains: [...this.hosts].sort() });
       this.failed = false;
     } catch {
       // The hello then says `closed_after_request` for the kinds only the rule stops.

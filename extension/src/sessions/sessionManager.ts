@@ -59,10 +59,14 @@ export class SessionManager {
    */
   private readonly early = new Map<number, EarlyEvent[]>();
   private readonly fence: PopupFence;
+  /** The manager's dependencies, plus the popup fence's admission for the runtimes. */
+  private readonly deps: ManagerDeps;
 
-  constructor(private readonly deps: ManagerDeps) {
+  constructor(deps: ManagerDeps) {
     const { chrome } = deps;
-    this.fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
+    const fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
+    this.fence = fence;
+    this.deps = { ...deps, admitDocument: (url) => fence.admit(url) };
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);
       if (runtime !== undefined) {
@@ -91,9 +95,13 @@ export class SessionManager {
       chrome.tabs.remove(tab.id).catch(() => {
         deps.log.warn("popup_close_failed");
       });
-      if (tab.openerTabId !== undefined) this.byTab.get(tab.openerTabId)?.popupBlocked(tab.pendingUrl ?? tab.url);
       deps.health.bump("popupsClosed");
       deps.emitHealth();
+    });
+    // The record of a popup comes from here: it names the URL the popup was about to load (the
+    // new tab's own url is still empty when tabs.onCreated fires) and the tab that opened it.
+    chrome.navigation.onCreatedNavigationTarget((sourceTabId, _tabId, url) => {
+      this.byTab.get(sourceTabId)?.popupBlocked(url);
     });
     chrome.tabs.onRemoved((tabId) => {
       this.early.delete(tabId);
@@ -160,7 +168,7 @@ export class SessionManager {
         continue;
       }
       try {
-        await this.fence.raise();
+        await this.fence.raise([...(record.allowedOrigins ?? []), tab.url]);
         this.index(await SessionRuntime.start(this.deps, record, true, stored));
       } catch {
         this.deps.log.warn("restore_attach_failed");
@@ -194,7 +202,7 @@ export class SessionManager {
     stored.catch(() => undefined); // observed by start; not left unhandled when the window fails
     try {
       // Up before the tab exists, so the tab's popups meet it from the first one on.
-      await this.fence.raise();
+      await this.fence.raise(origins as string[]);
       const tab = await this.deps.chrome.windows.createUnfocusedBlank();
       tabId = tab.id;
       await this.fence.spare(tab.id);
@@ -267,7 +275,9 @@ export class SessionManager {
   async attachTab(record: LeaseRecord): Promise<SessionRuntime> {
     this.reserved += 1;
     try {
-      await this.fence.raise();
+      // The person's tab shows a page already; its host joins the fence with the session's origins.
+      const shown = await this.deps.chrome.tabs.get(record.tabId);
+      await this.fence.raise([...(record.allowedOrigins ?? []), ...(shown === undefined ? [] : [shown.url])]);
       const runtime = await SessionRuntime.start(this.deps, record, false);
       this.index(runtime);
       const early = this.attaching.get(record.leaseId);

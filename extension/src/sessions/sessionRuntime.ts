@@ -109,6 +109,7 @@ export class SessionRuntime {
           deps.health.bump("navigationsBlocked");
           deps.emitHealth();
         },
+        admitDocument: (url) => deps.admitDocument?.(url) ?? Promise.resolve(),
         onPopupClosed: () => {
           deps.health.bump("popupsClosed");
           deps.emitHealth();

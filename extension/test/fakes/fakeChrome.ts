@@ -223,6 +223,24 @@ export class FakeChrome implements ChromeFacade {
     containsOrigin: (): Promise<boolean> => Promise.resolve(true),
   };
 
+  private readonly navigationTargetListeners: ((sourceTabId: number, tabId: number, url: string) => void)[] = [];
+
+  readonly navigation = {
+    onCreatedNavigationTarget: (listener: (sourceTabId: number, tabId: number, url: string) => void): void => {
+      this.navigationTargetListeners.push(listener);
+    },
+  };
+
+  /**
+   * A page of `sourceTabId` opens a popup towards `url`, as Chromium reports it: tabs.onCreated
+   * (with the opener) and then webNavigation.onCreatedNavigationTarget.
+   */
+  openPopup(sourceTabId: number, url: string): TabSnapshot {
+    const tab = this.openTab("", { openerTabId: sourceTabId });
+    for (const listener of this.navigationTargetListeners) listener(sourceTabId, tab.id, url);
+    return tab;
+  }
+
   /** The session rules installed now, by id, as the real API would hold them. */
   readonly sessionRules = new Map<number, MainFrameBlockRule>();
   /** When set, every rule update rejects (the API refused the rule). */
@@ -232,7 +250,7 @@ export class FakeChrome implements ChromeFacade {
     available: true,
     putMainFrameBlock: (rule: MainFrameBlockRule): Promise<void> => {
       if (this.failRuleUpdates) return Promise.reject(new Error("Rule update refused"));
-      this.sessionRules.set(rule.id, { id: rule.id, excludedTabIds: [...rule.excludedTabIds] });
+      this.sessionRules.set(rule.id, { id: rule.id, excludedTabIds: [...rule.excludedTabIds], initiatorDomains: [...rule.initiatorDomains] });
       return Promise.resolve();
     },
     remove: (ruleId: number): Promise<void> => {
@@ -242,8 +260,14 @@ export class FakeChrome implements ChromeFacade {
     },
   };
 
-  /** Whether a main-frame request in `tabId` would be blocked by the installed rules. */
-  blocksMainFrameIn(tabId: number): boolean {
-    return [...this.sessionRules.values()].some((rule) => !rule.excludedTabIds.includes(tabId));
+  /**
+   * Whether a main-frame request in `tabId` started by a document on `initiatorHost` (undefined:
+   * no initiator, as for a typed URL) would be blocked by the installed rules.
+   */
+  blocksMainFrameIn(tabId: number, initiatorHost: string | undefined): boolean {
+    const matches = (host: string, domain: string): boolean => host === domain || host.endsWith(`.${domain}`);
+    return [...this.sessionRules.values()].some(
+      (rule) => !rule.excludedTabIds.includes(tabId) && initiatorHost !== undefined && rule.initiatorDomains.some((d) => matches(initiatorHost, d)),
+    );
   }
 }
