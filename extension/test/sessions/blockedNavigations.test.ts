@@ -56,8 +56,11 @@ describe("blocked navigations", () => {
     const result = await write(session, { name: "click", ref });
     expect(h.chrome.callsOf("Fetch.failRequest", tabId)).toEqual([expect.objectContaining({ params: { requestId: "r-anchorClick", errorReason: "BlockedByClient" } })]);
     const blocked = (result?.result as { blockedNavigations?: unknown[] }).blockedNavigations;
-    const record = { blockedId: expect.any(String), kind: "navigation", origin: ELSEWHERE, cause: "link", blockedAt: expect.any(String), commandId: result?.commandId };
-    expect(blocked).toEqual([record]);
+    const [record] = (blocked ?? []) as Record<string, unknown>[];
+    expect(blocked).toHaveLength(1);
+    expect(record).toEqual({ blockedId: record?.blockedId, kind: "navigation", origin: ELSEWHERE, cause: "link", blockedAt: record?.blockedAt, commandId: result?.commandId });
+    expect(typeof record?.blockedId).toBe("string");
+    expect(Number.isNaN(Date.parse(String(record?.blockedAt)))).toBe(false);
     expect(session.framesOf("navigation_blocked")).toEqual([{ type: "navigation_blocked", blocked: record }]);
     expect(JSON.stringify(session.framesOf("navigation_blocked"))).not.toContain("/by-link");
 
