@@ -39,6 +39,10 @@ export interface TabsApi {
   activate(tabId: number): Promise<void>;
   /** Ids of every tab of the profile; only the popup fence uses it, to leave them all alone. */
   allIds(): Promise<number[]>;
+  /** Tabs whose navigation is pending while the tab reports itself complete (stalled at start-up). */
+  stalled(): Promise<{ readonly id: number; readonly pendingUrl: string }[]>;
+  /** Loads `url` in the tab (used only to resume a stalled start-up navigation). */
+  navigate(tabId: number, url: string): Promise<void>;
   onCreated(listener: (tab: TabSnapshot) => void): void;
   onRemoved(listener: (tabId: number) => void): void;
 }

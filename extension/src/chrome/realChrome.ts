@@ -68,6 +68,13 @@ export function realChrome(): ChromeFacade {
       },
       remove: (tabId) => chrome.tabs.remove(tabId),
       allIds: async () => (await chrome.tabs.query({})).flatMap((tab) => (tab.id === undefined ? [] : [tab.id])),
+      stalled: async () =>
+        (await chrome.tabs.query({ status: "complete" })).flatMap((tab) =>
+          tab.id === undefined || tab.pendingUrl === undefined || tab.pendingUrl === "" ? [] : [{ id: tab.id, pendingUrl: tab.pendingUrl }],
+        ),
+      navigate: async (tabId, url) => {
+        await chrome.tabs.update(tabId, { url });
+      },
       activate: async (tabId) => {
         await chrome.tabs.update(tabId, { active: true });
       },

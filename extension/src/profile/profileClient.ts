@@ -21,6 +21,7 @@ import { SessionManager } from "../sessions/sessionManager";
 import { reconnectDelayMs } from "./backoff";
 import { loadBrowserEpoch } from "./browserEpoch";
 import { HealthCounters } from "./health";
+import { scheduleStartupTabChecks } from "./startupTabs";
 
 /** What this extension implements; `safe_write_v2` lets the backend send writes. */
 export const CAPABILITIES: readonly Capability[] = [
@@ -133,6 +134,9 @@ export class ProfileClient {
     this.epoch = epoch.epoch;
     this.epochIsNew = epoch.isNew;
     log.info("browser_epoch", { fresh: epoch.isNew });
+    // A new epoch is a browser start: resume the person's tabs Chromium left stalled (see
+    // startupTabs.ts); controlled tabs are the runtimes' business.
+    if (epoch.isNew) scheduleStartupTabChecks(chrome.tabs, (tabId) => this.manager.isControlledTab(tabId), log);
     await this.applyConfig(await loadEnrollment(chrome.storage));
     // A disabled device controls nothing; its runtimes were released when it was disabled.
     if (this.loaded.config?.enabled === true) await this.manager.restore(await this.leases.load());

@@ -77,6 +77,9 @@ export class FakeChrome implements ChromeFacade {
   readonly handlers = new Map<string, CdpHandler>();
   readonly removedTabs: number[] = [];
   readonly activatedTabs: number[] = [];
+  /** Tabs whose start-up navigation Chromium left pending (see startupTabs.ts). */
+  readonly stalledTabs = new Set<number>();
+  readonly navigatedTabs: { tabId: number; url: string }[] = [];
   readonly alarmsCreated: string[] = [];
   private nextTabId = 100;
   private nextWindowId = 10;
@@ -175,6 +178,14 @@ export class FakeChrome implements ChromeFacade {
       return Promise.resolve();
     },
     allIds: (): Promise<number[]> => Promise.resolve([...this.tabsById.keys()]),
+    stalled: (): Promise<{ id: number; pendingUrl: string }[]> =>
+      Promise.resolve([...this.tabsById.values()].flatMap((t) => (this.stalledTabs.has(t.id) && t.pendingUrl !== undefined ? [{ id: t.id, pendingUrl: t.pendingUrl }] : []))),
+    navigate: (tabId: number, url: string): Promise<void> => {
+      this.navigatedTabs.push({ tabId, url });
+      this.stalledTabs.delete(tabId);
+      this.setTabUrl(tabId, url);
+      return Promise.resolve();
+    },
     onCreated: (listener: (tab: TabSnapshot) => void): void => {
       this.createdListeners.push(listener);
     },
