@@ -326,6 +326,38 @@ async def test_a_popup_reaches_no_server_and_the_outcome_names_it(env: Env, kind
         assert sum(b["kind"] == "popup" for b in kept) >= 2, kept
 
 
+async def test_a_popup_from_an_opaque_origin_frame_is_closed_and_reported(env: Env) -> None:
+    """The documented gap: a rule cannot name an opaque initiator (a sandboxed frame with
+    `allow-popups`), so only `tabs.onCreated` closes such a popup, after its first request."""
+    target = env.blocked.url("/target/opaque")
+    frame = f"<a href='{target}' target=_blank style='{BOX}'>Inside</a>".replace("'", "&#39;")
+    env.site.routes["/kind/opaque"] = lambda hit: Reply(
+        _page(
+            "Opaque",
+            f"<iframe title=Framed sandbox='allow-scripts allow-popups' srcdoc='{frame}' "
+            f"style='{BOX};border:0'></iframe>",
+        )
+    )
+    async with session(env) as session_id:
+        pages_before = {t.id for t in await env.browser.devtools.pages()}
+        snap = await env.agent.open_page(session_id, env.site.url("/kind/opaque"))
+        outcome = await _outcome(
+            env, session_id, {"name": "click", "ref": _node(snap, "Iframe", "Framed")["ref"]}
+        )
+        popups = [
+            b for b in outcome["result"].get("blockedNavigations", []) if b["kind"] == "popup"
+        ]
+        assert [b["origin"] for b in popups] == [env.blocked.origin], outcome
+
+        async def popups_gone() -> bool:
+            return {t.id for t in await env.browser.devtools.pages()} <= pages_before
+
+        await eventually(popups_gone, what="the opaque-origin popup's tab closing")
+        await asyncio.sleep(SETTLE_S)
+        # At most its first request (measured: exactly that one): the tab closed at once.
+        assert len(env.blocked.hits_on("/target/opaque")) <= 1
+
+
 async def test_a_persons_own_tabs_keep_loading_while_popups_are_fenced(env: Env) -> None:
     """The fence leaves alone tabs that existed before and tabs the browser opens itself."""
     async with session(env) as session_id:

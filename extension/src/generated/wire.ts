@@ -603,7 +603,7 @@ export interface LocalOriginPolicy {
   origins?: Origin[];
 }
 /**
- * Containment per kind of popup a controlled tab can open.
+ * Containment per kind of popup a controlled tab can open. `iframe_popup`: opened from a frame of another origin or site; `opaque_origin_popup`: opened from a document with an opaque origin (a sandboxed or `data:` frame with `allow-popups`), whose first request names no host a rule could match.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "PopupContainmentByKind".
@@ -619,6 +619,7 @@ export interface PopupContainmentByKind {
   form_target_get: PopupContainment;
   form_target_post: PopupContainment;
   iframe_popup: PopupContainment;
+  opaque_origin_popup: PopupContainment;
   middle_click: PopupContainment;
   modifier_click: PopupContainment;
   keyboard_activation: PopupContainment;

@@ -746,7 +746,7 @@ How a kind of popup is contained on this profile, as measured. `blocked_before_r
 
 class PopupContainmentByKind(WireModel):
     """
-    Containment per kind of popup a controlled tab can open.
+    Containment per kind of popup a controlled tab can open. `iframe_popup`: opened from a frame of another origin or site; `opaque_origin_popup`: opened from a document with an opaque origin (a sandboxed or `data:` frame with `allow-popups`), whose first request names no host a rule could match.
     """
 
     model_config = ConfigDict(
@@ -762,6 +762,7 @@ class PopupContainmentByKind(WireModel):
     form_target_get: PopupContainment
     form_target_post: PopupContainment
     iframe_popup: PopupContainment
+    opaque_origin_popup: PopupContainment
     middle_click: PopupContainment
     modifier_click: PopupContainment
     keyboard_activation: PopupContainment
