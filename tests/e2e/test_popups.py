@@ -266,7 +266,8 @@ async def session(env: Env) -> AsyncIterator[str]:
 
 
 def _node(snap: dict[str, Any], role: str, name: str) -> dict[str, Any]:
-    found = [n for n in snap["nodes"] if n["role"] == role and n["name"] == name and "ref" in n]
+    nodes: list[dict[str, Any]] = snap["nodes"]
+    found = [n for n in nodes if n["role"] == role and n["name"] == name and "ref" in n]
     assert len(found) == 1, f"{role} {name!r} in {[(n['role'], n['name']) for n in snap['nodes']]}"
     return found[0]
 
