@@ -103,6 +103,11 @@ export class PopupFence {
   private readonly hosts = new Set<string>();
   private up = false;
   private failed = false;
+  /**
+   * Session rules outlive the service worker: a worker that starts knows nothing of the rule an
+   * earlier one left, so the first `lower` removes it even though this one never raised it.
+   */
+  private ruleMayLinger = true;
   private readonly chain = new SerialChain();
 
   constructor(
@@ -174,8 +179,9 @@ export class PopupFence {
   /** No tab is controlled any more: take the rule down. */
   lower(): Promise<void> {
     return this.chain.run(async () => {
-      if (!this.up) return;
+      if (!this.up && !this.ruleMayLinger) return;
       this.up = false;
+      this.ruleMayLinger = false;
       this.spared.clear();
       this.hosts.clear();
       try {

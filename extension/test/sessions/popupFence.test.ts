@@ -103,6 +103,15 @@ describe("popup fence", () => {
     expect(h.chrome.sessionRules.size).toBe(0);
   });
 
+  it("removes a rule an earlier service worker left when nothing is controlled after a restart", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    h.chrome.sessionRules.set(POPUP_FENCE_RULE_ID, { id: POPUP_FENCE_RULE_ID, excludedTabIds: [-1], initiatorDomains: ["example.com"] });
+    await connectDevice(h);
+    await settle();
+    expect(h.chrome.sessionRules.size).toBe(0);
+  });
+
   it("says in the device hello which popups it stops before their first request, and which it cannot", async () => {
     const { device } = await online();
     expect(device.framesOf("hello").at(-1)?.popupContainment).toEqual(CONTAINMENT_WITH_FENCE);
