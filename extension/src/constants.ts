@@ -78,3 +78,10 @@ export const BLOCK_SETTLE_MS = 250;
 /** The settle window waits this long at most while a main-frame navigation is undecided. */
 export const BLOCK_SETTLE_MAX_MS = 2_000;
 export const BLOCK_SETTLE_POLL_MS = 25;
+
+/**
+ * A tab someone else opened while the popup fence was up, whose first main-frame request the fence
+ * refused within this long of its creation, is reloaded once the fence spares it (the request
+ * raced `tabs.onCreated`; see sessions/popupFence.ts).
+ */
+export const FENCE_REPAIR_WINDOW_MS = 5_000;

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 import pytest_asyncio
 
+from demo.cdp import call
 from demo.chromium import launch
 
 from ._agent import Agent
@@ -386,6 +387,48 @@ async def test_a_persons_own_tabs_keep_loading_while_popups_are_fenced(env: Env)
         assert new_tab == env.site.url("/own-new")
         await worker_eval(env.browser, f"chrome.tabs.remove({created}).then(() => 1)")
         assert await _status_blocked(env, session_id) == []
+
+
+async def test_a_link_a_person_opens_in_a_new_tab_loads_while_a_session_runs(env: Env) -> None:
+    """A person's tab on a fenced host (the session's origin) opens a link in a new tab: it loads.
+
+    Its first request can race `tabs.onCreated` and meet the fence; the extension then reloads it
+    once the fence spares it, so the page loads with one request.
+    """
+    target = env.site.url("/person-target")
+    env.site.routes["/person-links"] = lambda hit: Reply(
+        _page("Person", f"<a id=go href='{target}' target=_blank>Read later</a>")
+    )
+    person = await env.browser.devtools.open_page(env.site.url("/person-links"))
+    try:
+        await eventually(lambda: _hits(env.site, "/person-links"), what="the person's page loading")
+        async with session(env) as session_id:
+            await env.agent.open_page(session_id, env.site.url("/kind/link_noopener?to=allowed"))
+            # The person clicks (a user gesture), in their own tab.
+            await call(
+                person.ws_url,
+                "Runtime.evaluate",
+                {"expression": "document.getElementById('go').click()", "userGesture": True},
+            )
+            await eventually(
+                lambda: _hits(env.site, "/person-target"), what="the person's new tab loading"
+            )
+
+            async def shown() -> bool:
+                return any(t.url == target for t in await env.browser.devtools.pages())
+
+            await eventually(shown, what="the person's new tab showing the page")
+            await asyncio.sleep(SETTLE_S)
+            assert len(env.site.hits_on("/person-target")) == 1, "sent more than once"
+            assert await _status_blocked(env, session_id) == []
+    finally:
+        for page in await env.browser.devtools.pages():
+            if page.url in (target, env.site.url("/person-links")):
+                await env.browser.devtools.close_page(page.id)
+
+
+async def _hits(site: Site, route: str) -> bool:
+    return bool(site.hits_on(route))
 
 
 # -- page-initiated navigations --------------------------------------------------------------------

@@ -43,6 +43,8 @@ export interface TabsApi {
   stalled(): Promise<{ readonly id: number; readonly pendingUrl: string }[]>;
   /** Loads `url` in the tab (used only to resume a stalled start-up navigation). */
   navigate(tabId: number, url: string): Promise<void>;
+  /** Reloads the tab (used only for a person's tab the popup fence stopped by mistake). */
+  reload(tabId: number): Promise<void>;
   onCreated(listener: (tab: TabSnapshot) => void): void;
   onRemoved(listener: (tabId: number) => void): void;
 }
@@ -53,6 +55,8 @@ export interface TabsApi {
  */
 export interface NavigationApi {
   onCreatedNavigationTarget(listener: (sourceTabId: number, tabId: number, url: string) => void): void;
+  /** A tab's main-frame navigation failed with `net::ERR_BLOCKED_BY_CLIENT`. */
+  onMainFrameBlocked(listener: (tabId: number) => void): void;
 }
 
 export interface WindowsApi {

@@ -75,6 +75,7 @@ export function realChrome(): ChromeFacade {
       navigate: async (tabId, url) => {
         await chrome.tabs.update(tabId, { url });
       },
+      reload: (tabId) => chrome.tabs.reload(tabId),
       activate: async (tabId) => {
         await chrome.tabs.update(tabId, { active: true });
       },
@@ -140,6 +141,11 @@ export function realChrome(): ChromeFacade {
       onCreatedNavigationTarget: (listener) => {
         chrome.webNavigation.onCreatedNavigationTarget.addListener((details) => {
           listener(details.sourceTabId, details.tabId, details.url);
+        });
+      },
+      onMainFrameBlocked: (listener) => {
+        chrome.webNavigation.onErrorOccurred.addListener((details) => {
+          if (details.frameId === 0 && details.error === "net::ERR_BLOCKED_BY_CLIENT") listener(details.tabId);
         });
       },
     },

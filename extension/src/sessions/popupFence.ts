@@ -18,8 +18,8 @@
  * another program) carries none and never matches, even before `tabs.onCreated` spared it.
  *
  * The trade-off: a tab a person opens *from a link on one of those hosts* while a session runs
- * starts loading before `tabs.onCreated` spares it, so its first request is refused and the tab
- * shows Chromium's block page once (a reload loads it). Tabs that existed before are never
+ * starts loading before `tabs.onCreated` spares it, so its first request is refused; the session
+ * manager then reloads it once the rule spares it (the refused request never left). Tabs that existed before are never
  * affected. Not covered: popups whose opener has an opaque origin (a sandboxed or `data:` frame
  * with `allow-popups`), since a rule cannot name an opaque initiator; `tabs.onCreated` closes
  * those after their first request. With no controlled tab the rule is removed.

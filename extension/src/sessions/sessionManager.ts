@@ -7,7 +7,7 @@
  */
 import { isControlledPopup } from "../cdp/popupGuard";
 import { canonicalOrigin, localPolicyAdmits } from "../config/origins";
-import { DEVICE_TAB_CAPACITY } from "../constants";
+import { DEVICE_TAB_CAPACITY, FENCE_REPAIR_WINDOW_MS } from "../constants";
 import { PopupFence } from "./popupFence";
 import type {
   DeviceClientCloseAck,
@@ -59,6 +59,11 @@ export class SessionManager {
    */
   private readonly early = new Map<number, EarlyEvent[]>();
   private readonly fence: PopupFence;
+  /**
+   * Tabs someone else opened while the fence was up, with when: the fence may have refused their
+   * first request before `tabs.onCreated` spared them, and such a tab is reloaded once.
+   */
+  private readonly sparedLate = new Map<number, number>();
   /** The manager's dependencies, plus the popup fence's admission for the runtimes. */
   private readonly deps: ManagerDeps;
 
@@ -89,7 +94,8 @@ export class SessionManager {
     chrome.tabs.onCreated((tab) => {
       if (!isControlledPopup(tab, (id) => this.byTab.has(id))) {
         // Someone else's tab (a person's, another extension's): the fence must let it load.
-        this.fence.spare(tab.id).catch(() => undefined);
+        if (fence.isUp) this.sparedLate.set(tab.id, deps.now());
+        fence.spare(tab.id).catch(() => undefined);
         return;
       }
       chrome.tabs.remove(tab.id).catch(() => {
@@ -103,8 +109,14 @@ export class SessionManager {
     chrome.navigation.onCreatedNavigationTarget((sourceTabId, _tabId, url) => {
       this.byTab.get(sourceTabId)?.popupBlocked(url);
     });
+    chrome.navigation.onMainFrameBlocked((tabId) => {
+      this.repairSparedTab(tabId).catch(() => {
+        deps.log.warn("fenced_tab_reload_failed");
+      });
+    });
     chrome.tabs.onRemoved((tabId) => {
       this.early.delete(tabId);
+      this.sparedLate.delete(tabId);
       this.fence.forget(tabId);
       const runtime = this.byTab.get(tabId);
       if (runtime !== undefined) this.release(runtime, "tab_closed", false);
@@ -327,12 +339,28 @@ export class SessionManager {
     this.lowerFenceIfIdle().catch(() => undefined);
   }
 
+  /**
+   * Someone else's new tab lost its first request to the fence (it raced `tabs.onCreated`): once
+   * the rule spares the tab, reload it, once. Chrome's reload repeats the refused navigation
+   * (method and body included); the request never left, so it is sent exactly once.
+   */
+  private async repairSparedTab(tabId: number): Promise<void> {
+    const createdAt = this.sparedLate.get(tabId);
+    if (createdAt === undefined || this.byTab.has(tabId)) return;
+    this.sparedLate.delete(tabId);
+    if (this.deps.now() - createdAt > FENCE_REPAIR_WINDOW_MS) return;
+    await this.fence.spare(tabId);
+    await this.deps.chrome.tabs.reload(tabId);
+    this.deps.log.info("fenced_tab_reloaded");
+  }
+
   /** With no tab controlled or about to be, the fence comes down and no tab is held back. */
   private async lowerFenceIfIdle(): Promise<void> {
     if (this.byTab.size === 0 && this.reserved === 0) await this.fence.lower();
   }
 
   private index(runtime: SessionRuntime): void {
+    this.sparedLate.delete(runtime.tabId); // controlled now: its navigations are the guard's
     this.bySession.set(runtime.sessionId, runtime);
     this.byLease.set(runtime.leaseId, runtime);
     this.byTab.set(runtime.tabId, runtime);

@@ -180,6 +180,10 @@ export class FakeChrome implements ChromeFacade {
     allIds: (): Promise<number[]> => Promise.resolve([...this.tabsById.keys()]),
     stalled: (): Promise<{ id: number; pendingUrl: string }[]> =>
       Promise.resolve([...this.tabsById.values()].flatMap((t) => (this.stalledTabs.has(t.id) && t.pendingUrl !== undefined ? [{ id: t.id, pendingUrl: t.pendingUrl }] : []))),
+    reload: (tabId: number): Promise<void> => {
+      this.reloadedTabs.push(tabId);
+      return Promise.resolve();
+    },
     navigate: (tabId: number, url: string): Promise<void> => {
       this.navigatedTabs.push({ tabId, url });
       this.stalledTabs.delete(tabId);
@@ -236,11 +240,22 @@ export class FakeChrome implements ChromeFacade {
 
   private readonly navigationTargetListeners: ((sourceTabId: number, tabId: number, url: string) => void)[] = [];
 
+  private readonly mainFrameBlockedListeners: ((tabId: number) => void)[] = [];
+  readonly reloadedTabs: number[] = [];
+
   readonly navigation = {
     onCreatedNavigationTarget: (listener: (sourceTabId: number, tabId: number, url: string) => void): void => {
       this.navigationTargetListeners.push(listener);
     },
+    onMainFrameBlocked: (listener: (tabId: number) => void): void => {
+      this.mainFrameBlockedListeners.push(listener);
+    },
   };
+
+  /** The tab's main-frame request was refused (net::ERR_BLOCKED_BY_CLIENT), as webNavigation reports it. */
+  emitMainFrameBlocked(tabId: number): void {
+    for (const listener of this.mainFrameBlockedListeners) listener(tabId);
+  }
 
   /**
    * A page of `sourceTabId` opens a popup towards `url`, as Chromium reports it: tabs.onCreated

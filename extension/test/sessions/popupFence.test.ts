@@ -54,6 +54,23 @@ describe("popup fence", () => {
     expect(h.chrome.removedTabs).toEqual([]);
   });
 
+  it("reloads, once, a tab someone opened whose first request lost the race to the fence", async () => {
+    const { h, device } = await online();
+    const person = h.chrome.openTab("https://example.com/inbox");
+    const { tabId } = await provision(h, device, LEASE_A, ["https://example.com"]);
+    const opened = h.chrome.openTab("", { openerTabId: person.id, pendingUrl: "https://example.com/read-later" });
+    h.chrome.emitMainFrameBlocked(opened.id);
+    await settle();
+    expect(h.chrome.reloadedTabs).toEqual([opened.id]);
+    expect(h.chrome.sessionRules.get(POPUP_FENCE_RULE_ID)?.excludedTabIds).toContain(opened.id);
+    h.chrome.emitMainFrameBlocked(opened.id); // blocked again (another extension): no loop
+    // Neither the controlled tab (the origin guard's blocks) nor a tab that existed before.
+    h.chrome.emitMainFrameBlocked(tabId);
+    h.chrome.emitMainFrameBlocked(person.id);
+    await settle();
+    expect(h.chrome.reloadedTabs).toEqual([opened.id]);
+  });
+
   it("admits a frame's host before its document request continues", async () => {
     const { h, device } = await online();
     const { tabId } = await provision(h, device, LEASE_A, ["https://example.com"]);
