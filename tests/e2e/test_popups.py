@@ -79,8 +79,6 @@ class Kind:
     command: dict[str, Any]  # the command that triggers it; "ref" is filled in from a snapshot
     role: str = "link"  # the snapshot node the command acts on: role and name
     name: str = "Open"
-    # Popups that keep their opener start at about:blank: their first URL is not known yet.
-    reports_origin: bool = True
 
 
 CLICK = {"name": "click"}
@@ -97,7 +95,6 @@ KINDS: dict[str, Kind] = {
     "link_named_target": Kind(
         lambda u: f"<a id=go href='{u}' target=elsewhere_window>Open</a>",
         CLICK,
-        reports_origin=False,
     ),
     "area_target": Kind(
         lambda u: (
@@ -129,7 +126,6 @@ KINDS: dict[str, Kind] = {
         lambda u: f"<button onclick=\"window.open('{u}')\">Open</button>",
         CLICK,
         role="button",
-        reports_origin=False,
     ),
     "window_open_noopener": Kind(
         lambda u: f"<button onclick=\"window.open('{u}', '_blank', 'noopener')\">Open</button>",
@@ -309,8 +305,7 @@ async def test_a_popup_reaches_no_server_and_the_outcome_names_it(env: Env, kind
             assert popups, f"{kind} to {to}: the outcome does not name the popup: {outcome}"
             assert all(b["cause"] == "popup" for b in popups)
             assert all(b["commandId"] == outcome["commandId"] for b in popups)
-            if spec.reports_origin:
-                assert {b["origin"] for b in popups} == {server.origin}, popups
+            assert {b["origin"] for b in popups} == {server.origin}, popups
             # The controlled tab itself stayed where it was, on a real document.
             tabs = await env.agent.run(session_id, {"name": "get_tabs"})
             assert [t["url"] for t in tabs["tabs"]] == [page_url]
