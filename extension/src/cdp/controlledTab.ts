@@ -45,6 +45,8 @@ interface FrameRequestedNavigationParams {
   readonly frameId?: string;
   readonly reason?: string;
   readonly url?: string;
+  /** `currentTab`, or where a new tab or window would open (a popup, not this frame's navigation). */
+  readonly disposition?: string;
 }
 
 /** `Page.frameRequestedNavigation` reasons (ClientNavigationReason) to what the page did. */
@@ -145,7 +147,8 @@ export class ControlledTab {
       case "Page.frameRequestedNavigation": {
         const requested = params as FrameRequestedNavigationParams;
         const isMain = requested.frameId === undefined || this.mainFrameId === undefined || requested.frameId === this.mainFrameId;
-        if (sessionId === undefined && isMain && typeof requested.url === "string") {
+        const inThisTab = requested.disposition === undefined || requested.disposition === "currentTab";
+        if (sessionId === undefined && isMain && inThisTab && typeof requested.url === "string") {
           this.requested = { url: requested.url, reason: requested.reason ?? "other" };
           this.continuedMainFrame = false;
         }
@@ -173,6 +176,16 @@ export class ControlledTab {
           this.continuedMainFrame = false;
           this.refs.newDocument();
           this.hooks.onNewDocument(this.refs.generation, frame.unreachableUrl !== undefined);
+        }
+        break;
+      }
+      case "Page.frameStoppedLoading": {
+        // A requested navigation that never commits (a download, a 204) ends here; without this
+        // every later write would wait out the settle window's cap.
+        const stopped = (params as { frameId?: string }).frameId;
+        if (sessionId === undefined && stopped !== undefined && stopped === this.mainFrameId) {
+          this.requested = undefined;
+          this.continuedMainFrame = false;
         }
         break;
       }

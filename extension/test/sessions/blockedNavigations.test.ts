@@ -121,6 +121,39 @@ describe("blocked navigations", () => {
     expect(late).not.toHaveProperty("commandId");
   });
 
+  it("does not wait out the settle window for a link that opens elsewhere or a navigation that never commits", async () => {
+    const { h, tabId, session } = await ready(10);
+    const ref = await refOf(session, "button", "Sign in");
+    h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
+      if (params.type === "mouseReleased") {
+        h.chrome.emitCdp(tabId, "Page.frameRequestedNavigation", { frameId: `main-${tabId}`, reason: "anchorClick", url: "https://example.com/x", disposition: "newBackgroundTab" });
+      }
+      return {};
+    });
+    let started = Date.now();
+    await write(session, { name: "click", ref });
+    await new Promise((resolve) => setTimeout(resolve, 40));
+    await settle();
+    expect(session.framesOf("result")).toHaveLength(1);
+    expect(Date.now() - started).toBeLessThan(1_000);
+
+    h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
+      if (params.type === "mouseReleased") {
+        h.chrome.emitCdp(tabId, "Page.frameRequestedNavigation", { frameId: `main-${tabId}`, reason: "anchorClick", url: "https://example.com/report.pdf", disposition: "currentTab" });
+        setTimeout(() => {
+          h.chrome.emitCdp(tabId, "Page.frameStoppedLoading", { frameId: `main-${tabId}` });
+        }, 5);
+      }
+      return {};
+    });
+    started = Date.now();
+    await write(session, { name: "click", ref });
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    await settle();
+    expect(session.framesOf("result")).toHaveLength(2);
+    expect(Date.now() - started).toBeLessThan(1_000);
+  });
+
   it("keeps at most 50 records per command and an opaque origin as null", () => {
     let n = 0;
     const reported: unknown[] = [];
