@@ -68,3 +68,20 @@ export const CDP_PROTOCOL_VERSION = "1.3";
 
 /** Socket protocol this extension speaks on session sockets. */
 export const SESSION_PROTOCOL_VERSION = 2;
+
+/**
+ * After a write acted, how long the page's reaction (a navigation, a redirect, a popup) is still
+ * attributed to it. Popups are reported ~15 ms after the input and a stopped navigation within one
+ * round trip on Chromium 156; 250 ms leaves room on a loaded machine.
+ */
+export const BLOCK_SETTLE_MS = 250;
+/** The settle window waits this long at most while a main-frame navigation is undecided. */
+export const BLOCK_SETTLE_MAX_MS = 2_000;
+export const BLOCK_SETTLE_POLL_MS = 25;
+
+/**
+ * A tab someone else opened while the popup fence was up, whose first main-frame request the fence
+ * refused within this long of its creation, is reloaded once the fence spares it (the request
+ * raced `tabs.onCreated`; see sessions/popupFence.ts).
+ */
+export const FENCE_REPAIR_WINDOW_MS = 5_000;

@@ -15,7 +15,7 @@ describe("extension id", () => {
   it("declares what the extension needs and no more", () => {
     expect(manifest.manifest_version).toBe(3);
     expect(manifest.background).toEqual({ service_worker: "background.js", type: "module" });
-    expect([...manifest.permissions].sort()).toEqual(["alarms", "debugger", "storage", "tabs"]);
+    expect([...manifest.permissions].sort()).toEqual(["alarms", "debugger", "declarativeNetRequest", "storage", "tabs", "webNavigation"]);
     expect(manifest.host_permissions).toEqual(["http://127.0.0.1/*", "http://localhost/*"]);
     expect(manifest.optional_host_permissions).toEqual(["https://*/*"]);
   });

@@ -45,6 +45,7 @@ EVENTS: Final = frozenset(
         "command.outcome",
         "dialog.recorded",
         "connection.closed",
+        "navigation.blocked",
     }
 )
 IDENTITY_FIELDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})

@@ -19,7 +19,11 @@ if TYPE_CHECKING:
 at = utc
 
 
-def session_view(row: SessionRow, dialogs: list[dict[str, Any]] | None = None) -> m.Session:
+def session_view(
+    row: SessionRow,
+    dialogs: list[dict[str, Any]] | None = None,
+    blocked: list[dict[str, Any]] | None = None,
+) -> m.Session:
     return m.Session(
         session_id=uuid.UUID(row.session_id),
         mode=row.mode,  # type: ignore[arg-type]
@@ -37,6 +41,7 @@ def session_view(row: SessionRow, dialogs: list[dict[str, Any]] | None = None) -
             uuid.UUID(row.writes_blocked_command) if row.writes_blocked_command else None
         ),
         dialogs=[m.DialogRecord.model_validate(d) for d in dialogs or []],
+        blocked_navigations=[m.BlockedNavigation.model_validate(b) for b in blocked or []],
     )
 
 

@@ -34,6 +34,7 @@ from understudy._connection import (
 )
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
+from understudy._store import blocked as blocked_store
 from understudy._store import commands as command_store
 from understudy._store import credentials, quotas
 from understudy._store import dialogs as dialog_store
@@ -371,7 +372,13 @@ async def get_session(request: Request[Any, Any, Any], session_id: FromPath[str]
         raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
     if is_terminal(row):
         return _json(tombstone_view(row), 410)
-    return _json(session_view(row, dialog_store.newest(_services(request).db, row.session_id)), 200)
+    db = _services(request).db
+    view = session_view(
+        row,
+        dialog_store.newest(db, row.session_id),
+        blocked_store.newest(db, row.session_id),
+    )
+    return _json(view, 200)
 
 
 @delete("/v1/sessions/{session_id:str}", status_code=202)

@@ -1,4 +1,5 @@
-"""`SessionAgent`: one session's data socket, command journal, deadlines, dialogs and vault use.
+"""`SessionAgent`: one session's data socket, command journal, deadlines, dialogs, blocked
+navigations and vault use.
 
 The write protocol (at most once; pending and unknown are explicit):
 
@@ -30,7 +31,7 @@ from understudy._commands import CommandState, move
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._lifecycle import SessionState
 from understudy._problems import ProblemError
-from understudy._store import commands, credentials, dialogs, quotas, tickets, vault
+from understudy._store import blocked, commands, credentials, dialogs, quotas, tickets, vault
 from understudy._store import sessions as store
 from understudy.coordinator import IDLE_TTL_S
 from understudy.generated import models as m
@@ -420,6 +421,8 @@ class SessionAgent:
                 await self._turn(lambda out, now: self._result(out, now, frame))
             case m.SessionClientDialog():
                 await self._turn(lambda out, now: self._dialog(out, now, frame))
+            case m.SessionClientNavigationBlocked():
+                await self._turn(lambda out, now: self._navigation_blocked(now, frame))
             case m.SessionClientError():
                 log.info("extension reported error code=%s", frame.code)
             case _:
@@ -598,6 +601,17 @@ class SessionAgent:
         out.frames.append(
             m.SessionServerDialogAck(type="dialog_ack", dialog_id=frame.dialog.dialog_id)
         )
+
+    def _navigation_blocked(self, now: float, frame: m.SessionClientNavigationBlocked) -> None:
+        """Keep what the page tried for the session status; the origin never reaches telemetry."""
+        record = frame.blocked.to_wire()
+        if blocked.record(self.s.db, self.session_id, str(frame.blocked.blocked_id), record, now):
+            self.s.telemetry.emit(
+                "navigation.blocked",
+                session=self.session_id,
+                kind=frame.blocked.kind,
+                reason=frame.blocked.cause,
+            )
 
     # -- outcomes ------------------------------------------------------------------------------
 

@@ -39,6 +39,10 @@ ALL_CAPABILITIES = [
     "snapshot_compact_v1",
 ]
 _tab_ids = itertools.count(100)
+# The kinds of popup the device hello reports containment for, as the spec names them.
+POPUP_KINDS = tuple(
+    info.alias or name for name, info in m.PopupContainmentByKind.model_fields.items()
+)
 
 
 @dataclass
@@ -78,6 +82,11 @@ class Behaviour:
     # form's `url`, `method` (GET or POST) and `target` (empty for the same tab). A dry-run click
     # on one previews it as the extension does; the default page declares none.
     navigations: dict[str, dict[str, str]] = field(default_factory=dict)
+    # What the page does in response to every executed write, as the extension reports it: a
+    # `BlockedNavigation` without `blockedId`/`blockedAt`/`commandId` (e.g. {"kind": "popup",
+    # "origin": "https://elsewhere.example", "cause": "popup"}). The simulated extension sends a
+    # `navigation_blocked` frame and lists the record in the write's result, as the real one does.
+    page_blocks: dict[str, Any] | None = None
 
 
 class SimulatedDevice:
@@ -140,6 +149,7 @@ class SimulatedDevice:
                     }
                     for lease in self.leases.values()
                 ],
+                "popupContainment": dict.fromkeys(POPUP_KINDS, "blocked_before_request"),
             }
         )
 
@@ -397,7 +407,7 @@ class SimulatedDevice:
                 needs_secret = command["name"] == "fill_secret" and not frame.dry_run
                 if needs_secret and not frame.secret_value:
                     # As the extension does: a real fill_secret needs the plaintext in its grant.
-                    outcome = {
+                    outcome: dict[str, Any] = {
                         "type": "result",
                         "commandId": cid,
                         "outcome": "failed",
@@ -405,6 +415,15 @@ class SimulatedDevice:
                     }
                 else:
                     outcome = self._outcome(cid, command, lease, read=False, dry_run=frame.dry_run)
+                if b.page_blocks is not None and not frame.dry_run and "result" in outcome:
+                    record = {
+                        **b.page_blocks,
+                        "blockedId": str(uuid.uuid4()),
+                        "blockedAt": "2026-11-30T09:00:02Z",
+                        "commandId": cid,
+                    }
+                    await socket.send(json.dumps({"type": "navigation_blocked", "blocked": record}))
+                    outcome["result"]["blockedNavigations"] = [record]
                 result = m.SessionClientResult.model_validate(outcome)
                 lease.journal[cid] = "completed_unacked"
                 lease.journal_results[cid] = result

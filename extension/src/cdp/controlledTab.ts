@@ -3,13 +3,16 @@
  * On set-up it sends the origin guard (Fetch) and the auto-attach pause ahead of the other calls,
  * turns on focus emulation (a click on a tab that is not in front otherwise stalls ~5 s on
  * Chromium 156), and learns the main frame. Events then drive the guards, bump the ref
- * generation on each new main-frame document, and surface JavaScript dialogs.
+ * generation on each new main-frame document, and surface JavaScript dialogs. For each main-frame
+ * request the origin guard stops it works out what the page did (`Page.frameRequestedNavigation`
+ * names renderer-initiated navigations; a pause after one was let through is a server redirect).
  */
 import type { DebuggerApi } from "../chrome/facade";
 import type { OriginPolicy } from "../config/origins";
+import type { NavigationBlockCause } from "../generated/wire";
 import type { Logger } from "../log";
 import { CdpSession } from "./cdpSession";
-import { ORIGIN_GUARD_PATTERNS, decide, decisionCommand, isRequestPaused } from "./originGuard";
+import { ORIGIN_GUARD_PATTERNS, type RequestPausedParams, decide, decisionCommand, isRequestPaused } from "./originGuard";
 import { AUTO_ATTACH_PARAMS, autoAttachAction, isAttachedToTarget } from "./popupGuard";
 import { SnapshotMemory } from "../commands/snapshotMemory";
 import { RefTable } from "./refTable";
@@ -22,14 +25,51 @@ export interface DialogOpeningParams {
 
 export interface ControlledTabHooks {
   onDialog(params: DialogOpeningParams): void;
-  onNavigationBlocked(): void;
+  onNavigationBlocked(url: string, cause: NavigationBlockCause): void;
   onPopupClosed(): void;
-  onNewDocument(generation: number): void;
+  /**
+   * A document of this tab (its page or a frame) is about to load from, or shows, `url`; the
+   * request the guard holds continues once the returned promise settles (the popup fence admits
+   * the host first, see popupFence.ts).
+   */
+  admitDocument(url: string): Promise<void>;
+  /** A main-frame document committed; `isErrorPage` for an error page (the block page is one). */
+  onNewDocument(generation: number, isErrorPage: boolean): void;
 }
 
 interface FrameNavigatedParams {
-  readonly frame?: { readonly id?: string; readonly parentId?: string };
+  readonly frame?: { readonly id?: string; readonly parentId?: string; readonly url?: string; readonly unreachableUrl?: string };
   readonly type?: string;
+}
+
+interface FrameRequestedNavigationParams {
+  readonly frameId?: string;
+  readonly reason?: string;
+  readonly url?: string;
+  /** `currentTab`, or where a new tab or window would open (a popup, not this frame's navigation). */
+  readonly disposition?: string;
+}
+
+/** `Page.frameRequestedNavigation` reasons (ClientNavigationReason) to what the page did. */
+const CAUSE_BY_REASON: Readonly<Record<string, NavigationBlockCause>> = {
+  anchorClick: "link",
+  formSubmissionGet: "form_get",
+  formSubmissionPost: "form_post",
+  httpHeaderRefresh: "meta_refresh",
+  metaTagRefresh: "meta_refresh",
+  scriptInitiated: "script",
+  reload: "reload",
+};
+
+/** What made a main-frame request that the guard stopped. */
+export function blockCause(
+  url: string,
+  requested: { readonly url: string; readonly reason: string } | undefined,
+  redirected: boolean,
+): NavigationBlockCause {
+  if (redirected) return "redirect";
+  if (requested !== undefined && requested.url === url) return CAUSE_BY_REASON[requested.reason] ?? "other";
+  return "other";
 }
 
 const DIALOG_TYPES: ReadonlySet<string> = new Set(["alert", "confirm", "prompt", "beforeunload"]);
@@ -46,6 +86,10 @@ export class ControlledTab {
   /** The latest snapshot of this tab, for `changesSince`. */
   readonly snapshots = new SnapshotMemory();
   private mainFrameId: string | undefined;
+  /** The main frame's latest renderer-initiated navigation request, until a document commits. */
+  private requested: { url: string; reason: string } | undefined;
+  /** A main-frame document request was let through and no document committed since. */
+  private continuedMainFrame = false;
 
   constructor(
     api: DebuggerApi,
@@ -101,17 +145,50 @@ export class ControlledTab {
   handleEvent(method: string, params: unknown, sessionId: string | undefined): void {
     switch (method) {
       case "Fetch.requestPaused":
-        if (sessionId === undefined && isRequestPaused(params)) this.answerPausedRequest(params.requestId, decide(params, this.policy, this.mainFrameId));
+        if (sessionId === undefined && isRequestPaused(params)) this.onRequestPaused(params);
         break;
+      case "Page.frameRequestedNavigation": {
+        const requested = params as FrameRequestedNavigationParams;
+        const isMain = requested.frameId === undefined || this.mainFrameId === undefined || requested.frameId === this.mainFrameId;
+        const inThisTab = requested.disposition === undefined || requested.disposition === "currentTab";
+        if (sessionId === undefined && isMain && inThisTab && typeof requested.url === "string") {
+          this.requested = { url: requested.url, reason: requested.reason ?? "other" };
+          this.continuedMainFrame = false;
+        }
+        break;
+      }
       case "Target.attachedToTarget":
-        if (isAttachedToTarget(params)) this.releaseTarget(params.sessionId, params.targetInfo.targetId, autoAttachAction(params));
+        if (isAttachedToTarget(params)) {
+          // An out-of-process frame: its origin joins the fence before it is released (its
+          // document request may not have paused here).
+          const url = (params.targetInfo as { url?: unknown }).url;
+          const admitted = typeof url === "string" ? this.hooks.admitDocument(url) : Promise.resolve();
+          const { sessionId: child, targetInfo } = params;
+          const action = autoAttachAction(params);
+          admitted.finally(() => {
+            this.releaseTarget(child, targetInfo.targetId, action);
+          }).catch(() => undefined);
+        }
         break;
       case "Page.frameNavigated": {
         const frame = (params as FrameNavigatedParams).frame;
+        if (typeof frame?.url === "string") this.hooks.admitDocument(frame.url).catch(() => undefined);
         if (sessionId === undefined && frame !== undefined && frame.parentId === undefined) {
           this.mainFrameId = frame.id ?? this.mainFrameId;
+          this.requested = undefined;
+          this.continuedMainFrame = false;
           this.refs.newDocument();
-          this.hooks.onNewDocument(this.refs.generation);
+          this.hooks.onNewDocument(this.refs.generation, frame.unreachableUrl !== undefined);
+        }
+        break;
+      }
+      case "Page.frameStoppedLoading": {
+        // A requested navigation that never commits (a download, a 204) ends here; without this
+        // every later write would wait out the settle window's cap.
+        const stopped = (params as { frameId?: string }).frameId;
+        if (sessionId === undefined && stopped !== undefined && stopped === this.mainFrameId) {
+          this.requested = undefined;
+          this.continuedMainFrame = false;
         }
         break;
       }
@@ -124,8 +201,41 @@ export class ControlledTab {
     this.cdp.dispatch(method, params, sessionId);
   }
 
+  /**
+   * Whether a main-frame navigation may still be on its way: requested by the page or let
+   * through by the guard, with no document committed since. A command's settle window waits
+   * for it, bounded.
+   */
+  get navigationInFlight(): boolean {
+    return this.requested !== undefined || this.continuedMainFrame;
+  }
+
+  private onRequestPaused(params: RequestPausedParams): void {
+    const decision = decide(params, this.policy, this.mainFrameId);
+    const isMainFrameDocument = (params.resourceType === undefined || params.resourceType === "Document") && (params.frameId === undefined || this.mainFrameId === undefined || params.frameId === this.mainFrameId);
+    if (decision === "block") {
+      const redirected = params.redirectedRequestId !== undefined || (this.continuedMainFrame && this.requested?.url !== params.request.url);
+      this.hooks.onNavigationBlocked(params.request.url, blockCause(params.request.url, this.requested, redirected));
+      this.requested = undefined;
+      this.continuedMainFrame = false;
+      this.answerPausedRequest(params.requestId, decision);
+      return;
+    }
+    if (isMainFrameDocument) this.continuedMainFrame = true;
+    const isDocument = params.resourceType === undefined || params.resourceType === "Document";
+    if (!isDocument) {
+      this.answerPausedRequest(params.requestId, decision);
+      return;
+    }
+    this.hooks
+      .admitDocument(params.request.url)
+      .catch(() => undefined)
+      .finally(() => {
+        this.answerPausedRequest(params.requestId, decision);
+      });
+  }
+
   private answerPausedRequest(requestId: string, decision: "continue" | "block"): void {
-    if (decision === "block") this.hooks.onNavigationBlocked();
     const { method, params } = decisionCommand(decision, requestId);
     this.cdp.sendUnchecked(method, params).catch(() => {
       this.log.warn("origin_guard_answer_failed", { decision });

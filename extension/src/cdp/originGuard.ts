@@ -15,6 +15,8 @@ export interface RequestPausedParams {
   readonly request: { readonly url: string };
   readonly frameId?: string;
   readonly resourceType?: string;
+  /** Set when this request follows a server redirect of an earlier one. */
+  readonly redirectedRequestId?: string;
 }
 
 export type GuardDecision = "continue" | "block";

@@ -1,6 +1,6 @@
 /**
  * One interface over the chrome.* APIs the service worker uses (debugger, tabs, windows,
- * storage, runtime, alarms, permissions). The real implementation is `realChrome.ts`; tests pass
+ * storage, runtime, alarms, permissions, declarativeNetRequest session rules, webNavigation). The real implementation is `realChrome.ts`; tests pass
  * a fake, so every part above this file runs without a browser.
  */
 
@@ -18,6 +18,8 @@ export interface TabSnapshot {
   readonly title: string;
   readonly active: boolean;
   readonly openerTabId?: number;
+  /** The URL a tab is about to load (a popup's first navigation), when Chrome reports one. */
+  readonly pendingUrl?: string;
 }
 
 export type DebuggerEventListener = (target: CdpTarget, method: string, params: unknown) => void;
@@ -35,8 +37,26 @@ export interface TabsApi {
   get(tabId: number): Promise<TabSnapshot | undefined>;
   remove(tabId: number): Promise<void>;
   activate(tabId: number): Promise<void>;
+  /** Ids of every tab of the profile; only the popup fence uses it, to leave them all alone. */
+  allIds(): Promise<number[]>;
+  /** Tabs whose navigation is pending while the tab reports itself complete (stalled at start-up). */
+  stalled(): Promise<{ readonly id: number; readonly pendingUrl: string }[]>;
+  /** Loads `url` in the tab (used only to resume a stalled start-up navigation). */
+  navigate(tabId: number, url: string): Promise<void>;
+  /** Reloads the tab (used only for a person's tab the popup fence stopped by mistake). */
+  reload(tabId: number): Promise<void>;
   onCreated(listener: (tab: TabSnapshot) => void): void;
   onRemoved(listener: (tabId: number) => void): void;
+}
+
+/**
+ * chrome.webNavigation: a tab or window a page opened, with the tab that opened it even when the
+ * popup has no opener (`noopener`), and the URL it is about to load.
+ */
+export interface NavigationApi {
+  onCreatedNavigationTarget(listener: (sourceTabId: number, tabId: number, url: string) => void): void;
+  /** A tab's main-frame navigation failed with `net::ERR_BLOCKED_BY_CLIENT`. */
+  onMainFrameBlocked(listener: (tabId: number) => void): void;
 }
 
 export interface WindowsApi {
@@ -78,6 +98,25 @@ export interface PermissionsApi {
   containsOrigin(origin: string): Promise<boolean>;
 }
 
+/**
+ * One declarativeNetRequest session rule that blocks main-frame requests started by a document
+ * on one of `initiatorDomains` (or a subdomain) in every tab except `excludedTabIds`. Requests
+ * without an initiator (typed, bookmarks, `chrome.tabs.create`) never match.
+ */
+export interface MainFrameBlockRule {
+  readonly id: number;
+  readonly excludedTabIds: readonly number[];
+  readonly initiatorDomains: readonly string[];
+}
+
+export interface NetRulesApi {
+  /** Whether the browser offers declarativeNetRequest session rules to this extension. */
+  readonly available: boolean;
+  /** Installs or replaces the rule (one `updateSessionRules` call, atomic in Chrome). */
+  putMainFrameBlock(rule: MainFrameBlockRule): Promise<void>;
+  remove(ruleId: number): Promise<void>;
+}
+
 export interface ChromeFacade {
   readonly debugger: DebuggerApi;
   readonly tabs: TabsApi;
@@ -86,4 +125,6 @@ export interface ChromeFacade {
   readonly runtime: RuntimeApi;
   readonly alarms: AlarmsApi;
   readonly permissions: PermissionsApi;
+  readonly netRules: NetRulesApi;
+  readonly navigation: NavigationApi;
 }

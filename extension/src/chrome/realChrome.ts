@@ -15,6 +15,7 @@ function snapshot(tab: chrome.tabs.Tab): TabSnapshot | undefined {
     title: tab.title ?? "",
     active: tab.active,
     ...(tab.openerTabId === undefined ? {} : { openerTabId: tab.openerTabId }),
+    ...(tab.pendingUrl === undefined ? {} : { pendingUrl: tab.pendingUrl }),
   };
   return result;
 }
@@ -66,6 +67,15 @@ export function realChrome(): ChromeFacade {
         }
       },
       remove: (tabId) => chrome.tabs.remove(tabId),
+      allIds: async () => (await chrome.tabs.query({})).flatMap((tab) => (tab.id === undefined ? [] : [tab.id])),
+      stalled: async () =>
+        (await chrome.tabs.query({ status: "complete" })).flatMap((tab) =>
+          tab.id === undefined || tab.pendingUrl === undefined || tab.pendingUrl === "" ? [] : [{ id: tab.id, pendingUrl: tab.pendingUrl }],
+        ),
+      navigate: async (tabId, url) => {
+        await chrome.tabs.update(tabId, { url });
+      },
+      reload: (tabId) => chrome.tabs.reload(tabId),
       activate: async (tabId) => {
         await chrome.tabs.update(tabId, { active: true });
       },
@@ -126,6 +136,38 @@ export function realChrome(): ChromeFacade {
     },
     permissions: {
       containsOrigin: (origin) => chrome.permissions.contains({ origins: [`${origin}/*`] }),
+    },
+    navigation: {
+      onCreatedNavigationTarget: (listener) => {
+        chrome.webNavigation.onCreatedNavigationTarget.addListener((details) => {
+          listener(details.sourceTabId, details.tabId, details.url);
+        });
+      },
+      onMainFrameBlocked: (listener) => {
+        chrome.webNavigation.onErrorOccurred.addListener((details) => {
+          if (details.frameId === 0 && details.error === "net::ERR_BLOCKED_BY_CLIENT") listener(details.tabId);
+        });
+      },
+    },
+    netRules: {
+      available: typeof chrome.declarativeNetRequest?.updateSessionRules === "function",
+      putMainFrameBlock: (rule) =>
+        chrome.declarativeNetRequest.updateSessionRules({
+          removeRuleIds: [rule.id],
+          addRules: [
+            {
+              id: rule.id,
+              priority: 1,
+              action: { type: chrome.declarativeNetRequest.RuleActionType.BLOCK },
+              condition: {
+                resourceTypes: [chrome.declarativeNetRequest.ResourceType.MAIN_FRAME],
+                excludedTabIds: [...rule.excludedTabIds],
+                initiatorDomains: [...rule.initiatorDomains],
+              },
+            },
+          ],
+        }),
+      remove: (ruleId) => chrome.declarativeNetRequest.updateSessionRules({ removeRuleIds: [ruleId] }),
     },
   };
 }

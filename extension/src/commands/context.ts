@@ -9,7 +9,7 @@ import type { RefTable, RefTarget } from "../cdp/refTable";
 import type { OriginPolicy } from "../config/origins";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { SnapshotMemory } from "./snapshotMemory";
-import type { Capability, TabInfo, WritePreview } from "../generated/wire";
+import type { BlockedNavigation, Capability, TabInfo, WritePreview } from "../generated/wire";
 
 export interface CommandContext {
   readonly cdp: CdpCaller;
@@ -29,6 +29,8 @@ export interface CommandContext {
   activateTab(): Promise<void>;
   /** Starts recording main-frame navigation events (start it before acting, dispose after). */
   watchNavigation(): NavigationWatch;
+  /** The stopped navigation whose block page the tab shows now, if any. */
+  blockedPage(): BlockedNavigation | undefined;
 }
 
 /** A write, resolved and checked but not yet performed. */

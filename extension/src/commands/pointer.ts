@@ -7,6 +7,7 @@ import { CommandError, StaleAuthorityError } from "../errors";
 import type { ClickCommand, HoverCommand, ScrollCommand } from "../generated/wire";
 import { clickNavigationPreview } from "./clickNavigation";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
+import { MODIFIER_BITS } from "./keys";
 
 interface BoxModel {
   readonly model: { readonly content: readonly number[] };
@@ -43,13 +44,15 @@ export async function planClick(ctx: CommandContext, command: ClickCommand, dryR
   // cancel or redirect the click), so a real click is never refused on it: the navigation it
   // actually makes meets the origin guard (and a popup the popup guard).
   const navigation = dryRun ? await clickNavigationPreview(ctx, target.backendNodeId) : undefined;
+  // Held keys go on every event of the click, as a person's held Control or Shift would.
+  const modifiers = (command.modifiers ?? []).reduce((bits, key) => bits | MODIFIER_BITS[key], 0);
   return {
     preview: { ...elementPreview(target), ...navigation },
     act: async () => {
       const { x, y } = await centreOf(ctx, target.backendNodeId);
-      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y });
-      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mousePressed", x, y, button, clickCount });
-      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseReleased", x, y, button, clickCount });
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y, modifiers });
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mousePressed", x, y, button, clickCount, modifiers });
+      await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseReleased", x, y, button, clickCount, modifiers });
     },
   };
 }

@@ -4,6 +4,8 @@
  * the current generation. Values of password fields are never reported. Images, SVG and canvases
  * are probed for what identifies them and whether the page listens to clicks on them, since their
  * accessibility node alone cannot tell two unlabeled ones apart.
+ * While the tab shows Chromium's block page for a stopped navigation, the snapshot says so and
+ * mints no refs into the error page.
  */
 import { SNAPSHOT_DEFAULT_MAX_NODES } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
@@ -137,6 +139,14 @@ async function enrich(ctx: CommandContext, root: PageNode): Promise<void> {
 const SNAPSHOT_ATTEMPTS = 3;
 
 export async function snapshot(ctx: CommandContext, command: SnapshotCommand): Promise<SnapshotResult> {
+  const blocked = ctx.blockedPage();
+  if (blocked !== undefined) {
+    const tab = await ctx.tab();
+    const result: SnapshotResult = { name: "snapshot", url: tab.url, title: tab.title, generation: ctx.refs.generation, nodes: [], truncated: false, blockedNavigation: blocked };
+    // A model reading the compact form gets the fact as its one line instead of an empty page.
+    if ((command.format ?? "nodes") === "nodes") return result;
+    return { ...result, text: `The tab shows Chromium's block page: a ${blocked.kind} to ${blocked.origin} was stopped (${blocked.cause}); navigate to an allowed URL or go back.` };
+  }
   for (let attempt = 0; attempt < SNAPSHOT_ATTEMPTS; attempt += 1) {
     const generation = ctx.refs.generation;
     const { nodes } = await ctx.cdp.send<{ nodes: AXNode[] }>("Accessibility.getFullAXTree", {});

@@ -74,6 +74,14 @@ export type SessionId = string;
  */
 export type LeaseEpoch = number;
 /**
+ * How a kind of popup is contained on this profile, as measured. `blocked_before_request`: its first request is refused inside the browser (a declarativeNetRequest session rule) and the tab is closed; `closed_before_request`: the tab is closed while it still shows its initial about:blank, before it requests anything; `closed_after_request`: the tab is closed as soon as the browser reports it, but its first request may already have reached its server.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "PopupContainment".
+ */
+export type PopupContainment =
+  "blocked_before_request" | "closed_before_request" | "closed_after_request";
+/**
  * Every frame the backend sends on the device socket.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -113,7 +121,25 @@ export type SessionClientFrame =
   | SessionClientWriteReady
   | SessionClientResult
   | SessionClientDialog
+  | SessionClientNavigationBlocked
   | SessionClientError;
+/**
+ * What the page did that the extension stopped. `redirect`: a server redirect; `meta_refresh`: a `<meta http-equiv=refresh>` or a `Refresh` header; `script`: script set the location; `link`: a link was followed; `form_get` / `form_post`: a form was submitted; `reload` / `history`: a reload or a history step reached a disallowed URL; `popup`: the page opened a tab or window; `other`: anything else.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "NavigationBlockCause".
+ */
+export type NavigationBlockCause =
+  | "redirect"
+  | "meta_refresh"
+  | "script"
+  | "link"
+  | "form_get"
+  | "form_post"
+  | "reload"
+  | "history"
+  | "popup"
+  | "other";
 /**
  * Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command. Only the hyphenated 8-4-4-4-12 form is accepted (no braces, `urn:uuid:` prefix or bare 32 digits); hex digits may be upper or lower case and are normalised to lower case, so `C3A1…` and `c3a1…` name the same command.
  *
@@ -525,7 +551,7 @@ export interface UnderstudyWire {
   commandTimeoutProblem?: CommandTimeoutProblem;
 }
 /**
- * First frame on the device socket: what this profile speaks and holds.
+ * First frame on the device socket: what this profile speaks and holds, and how it contains each kind of popup (`popupContainment`, as measured; see extension/README.md).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "DeviceClientHello".
@@ -573,6 +599,7 @@ export interface DeviceClientHello {
           tabId?: number;
         },
       ];
+  popupContainment?: PopupContainmentByKind;
 }
 /**
  * The origins the device's operator allows on this profile. `any` admits every origin; `allowlist` admits only the listed exact origins.
@@ -586,6 +613,28 @@ export interface LocalOriginPolicy {
    * @maxItems 256
    */
   origins?: Origin[];
+}
+/**
+ * Containment per kind of popup a controlled tab can open. `iframe_popup`: opened from a frame of another origin or site; `opaque_origin_popup`: opened from a document with an opaque origin (a sandboxed or `data:` frame with `allow-popups`), whose first request names no host a rule could match.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "PopupContainmentByKind".
+ */
+export interface PopupContainmentByKind {
+  window_open: PopupContainment;
+  window_open_noopener: PopupContainment;
+  link_target_blank: PopupContainment;
+  link_noopener: PopupContainment;
+  link_noreferrer: PopupContainment;
+  link_named_target: PopupContainment;
+  area_target: PopupContainment;
+  form_target_get: PopupContainment;
+  form_target_post: PopupContainment;
+  iframe_popup: PopupContainment;
+  opaque_origin_popup: PopupContainment;
+  middle_click: PopupContainment;
+  modifier_click: PopupContainment;
+  keyboard_activation: PopupContainment;
 }
 /**
  * Sent every 22 s; it also keeps the extension's service worker alive.
@@ -868,7 +917,7 @@ export interface SessionClientHello {
   }[];
 }
 /**
- * The one tab a session controls.
+ * The one tab a session controls. `blockedNavigation` is present while the tab shows Chromium's block page for that stopped navigation instead of a document.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "TabInfo".
@@ -878,6 +927,24 @@ export interface TabInfo {
   url: string;
   title: string;
   active: boolean;
+  blockedNavigation?: BlockedNavigation;
+}
+/**
+ * A page-initiated navigation of a controlled tab to an origin the session does not allow, or a popup it opened, that the extension stopped before its request left the browser. `commandId` names the command during whose run or settle window the page did this, if any.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "BlockedNavigation".
+ */
+export interface BlockedNavigation {
+  blockedId: string;
+  kind: "navigation" | "popup";
+  /**
+   * The origin the page tried to reach (`URL.origin`; `null` for an opaque one such as `about:blank` or `data:`).
+   */
+  origin: string;
+  cause: NavigationBlockCause;
+  blockedAt: Timestamp;
+  commandId?: CommandId;
 }
 /**
  * The outcome of a `read`.
@@ -919,7 +986,7 @@ export interface GetTabsResult {
   tabs: [TabInfo];
 }
 /**
- * Result of `snapshot`.
+ * Result of `snapshot`. When the tab shows Chromium's block page for a stopped navigation, `blockedNavigation` says which, and `nodes` is empty: the error page has nothing to act on.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "SnapshotResult".
@@ -943,6 +1010,7 @@ export interface SnapshotResult {
     [k: string]: number | undefined;
   };
   changes?: SnapshotChanges;
+  blockedNavigation?: BlockedNavigation;
 }
 /**
  * One accessibility node. Nodes come in document order; `depth` gives the tree shape.
@@ -1022,6 +1090,12 @@ export interface WaitForResult {
   name: "wait_for";
   matched: boolean;
   elapsedMs: number;
+  /**
+   * Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * Result of every write command: the tab afterwards, or the preview of a dry run.
@@ -1035,6 +1109,12 @@ export interface WriteResult {
   title: string;
   generation: number;
   preview?: WritePreview;
+  /**
+   * Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
@@ -1115,6 +1195,16 @@ export interface DialogRecord {
   promptText?: string;
   openedAt: Timestamp;
   delivery: DialogDelivery;
+}
+/**
+ * The extension stopped a navigation or a popup of the controlled tab. Sent once, when the socket is up; not retried after a reconnect (the command's result carries the ones in its settle window durably).
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SessionClientNavigationBlocked".
+ */
+export interface SessionClientNavigationBlocked {
+  type: "navigation_blocked";
+  blocked: BlockedNavigation;
 }
 /**
  * A frame the extension could not accept.
@@ -1282,6 +1372,26 @@ export interface ClickCommand {
   ref: Ref;
   button?: "left" | "middle" | "right";
   clickCount?: number;
+  /**
+   * Keys held during the click (a Control- or Shift-click opens a link in a new tab or window).
+   *
+   * @maxItems 4
+   */
+  modifiers?:
+    | []
+    | ["Alt" | "Control" | "Meta" | "Shift"]
+    | ["Alt" | "Control" | "Meta" | "Shift", "Alt" | "Control" | "Meta" | "Shift"]
+    | [
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+      ]
+    | [
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+        "Alt" | "Control" | "Meta" | "Shift",
+      ];
 }
 /**
  * Move the pointer over the element a ref names.
@@ -1524,6 +1634,15 @@ export interface Session {
    * @maxItems 50
    */
   dialogs: DialogRecord[];
+  /**
+   * The newest 50 navigations and popups of the controlled tab that the extension stopped,
+   * newest first: what was blocked, the origin it tried to reach, and what the page did.
+   * The command whose settle window a block fell into also lists it in its result.
+   *
+   *
+   * @maxItems 50
+   */
+  blockedNavigations?: BlockedNavigation[];
 }
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema

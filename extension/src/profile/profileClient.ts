@@ -21,6 +21,7 @@ import { SessionManager } from "../sessions/sessionManager";
 import { reconnectDelayMs } from "./backoff";
 import { loadBrowserEpoch } from "./browserEpoch";
 import { HealthCounters } from "./health";
+import { scheduleStartupTabChecks } from "./startupTabs";
 
 /** What this extension implements; `safe_write_v2` lets the backend send writes. */
 export const CAPABILITIES: readonly Capability[] = [
@@ -43,6 +44,8 @@ export interface ProfileDeps {
   readonly random?: () => number;
   readonly newId?: () => string;
   readonly now?: () => number;
+  /** The write settle window (BLOCK_SETTLE_MS when absent); unit tests shorten it. */
+  readonly settleMs?: number;
 }
 
 export const CONNECT_TICKET_PATH = "/v1/device/connect-ticket";
@@ -96,6 +99,7 @@ export class ProfileClient {
       sendDevice: (frame) => this.sendDevice(frame),
       enabled: () => this.loaded.config?.enabled === true,
       ...(deps.random === undefined ? {} : { random: deps.random }),
+      ...(deps.settleMs === undefined ? {} : { settleMs: deps.settleMs }),
     });
     this.attachRequests = new AttachRequests({
       chrome,
@@ -131,6 +135,9 @@ export class ProfileClient {
     this.epoch = epoch.epoch;
     this.epochIsNew = epoch.isNew;
     log.info("browser_epoch", { fresh: epoch.isNew });
+    // A new epoch is a browser start: resume the person's tabs Chromium left stalled (see
+    // startupTabs.ts); controlled tabs are the runtimes' business.
+    if (epoch.isNew) scheduleStartupTabChecks(chrome.tabs, (tabId) => this.manager.isControlledTab(tabId), log);
     await this.applyConfig(await loadEnrollment(chrome.storage));
     // A disabled device controls nothing; its runtimes were released when it was disabled.
     if (this.loaded.config?.enabled === true) await this.manager.restore(await this.leases.load());
@@ -285,6 +292,7 @@ export class ProfileClient {
       localOriginPolicy: config.localOriginPolicy,
       capacity: { total: 2, free: this.manager.freeCapacity() },
       leases: this.manager.leasesForHello(),
+      popupContainment: this.manager.popupContainment(),
     });
   }
 

@@ -60,7 +60,7 @@ const COMMAND_SHAPES: Readonly<Record<CommandName, Shape>> = {
   go_back: { required: {} },
   go_forward: { required: {} },
   reload: { required: {} },
-  click: { required: { ref: "ref" }, optional: { button: "string", clickCount: "integer" } },
+  click: { required: { ref: "ref" }, optional: { button: "string", clickCount: "integer", modifiers: "array" } },
   hover: { required: { ref: "ref" } },
   type: { required: { ref: "ref", text: "string" }, optional: { submit: "boolean" } },
   fill: { required: { ref: "ref", value: "string" } },

@@ -4,7 +4,9 @@
  * Read: queue → run → `read_result`.
  * Write: `write_prepare` → persist prepared → `write_ready`; `write_grant` → queue → resolve and
  * check (reads only) → persist started → one CDP operation → persist completed_unacked → `result`;
- * `result_ack` → drop. A crash after `started` leaves the entry started, which the next hello
+ * `result_ack` → drop. After the operation a settle window attributes what the page did in
+ * response and the extension stopped (a navigation, a popup) to the write's result; a `wait_for`
+ * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
  * owns the session now decides, and a started entry stays unknown.
  */
@@ -49,7 +51,13 @@ export class CommandFlow {
       let result: CommandResult;
       try {
         check();
-        result = await runRead(this.runtime.context(deadlineMs, check), command);
+        const ctx = this.runtime.context(deadlineMs, check);
+        if (command.name === "wait_for") {
+          const { value, blocked } = await this.runtime.attributing(frame.commandId, () => runRead(ctx, command));
+          result = value.name === "wait_for" && blocked.length > 0 ? { ...value, blockedNavigations: blocked } : value;
+        } else {
+          result = await runRead(ctx, command);
+        }
       } catch (error) {
         if (error instanceof StaleAuthorityError) return;
         this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: toErrorInfo(error) });
@@ -145,8 +153,12 @@ export class CommandFlow {
     await this.runtime.journal.markStarted(entry.commandId);
     let outcome: StoredOutcome;
     try {
-      await plan.act();
-      outcome = { outcome: "succeeded", result: await this.writeResult(entry.name, ctx) };
+      const { blocked } = await this.runtime.attributing(entry.commandId, async () => {
+        await plan.act();
+        await this.runtime.settleWindow(deadlineMs);
+      });
+      const result = await this.writeResult(entry.name, ctx);
+      outcome = { outcome: "succeeded", result: blocked.length > 0 ? { ...result, blockedNavigations: blocked } : result };
     } catch (error) {
       // Authority lost after `started`: say nothing; the entry stays started and becomes unknown.
       if (error instanceof StaleAuthorityError) return;

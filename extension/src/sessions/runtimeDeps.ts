@@ -30,4 +30,8 @@ export interface RuntimeDeps {
   sendDevice(frame: DeviceClientFrame): boolean;
   /** Uniform random in [0, 1) for retry jitter; Math.random when absent. */
   readonly random?: () => number;
+  /** Admits a controlled tab's document URL to the popup fence (see popupFence.ts); none when absent. */
+  admitDocument?(url: string): Promise<void>;
+  /** How long after a write acted the page's reaction is attributed to it; BLOCK_SETTLE_MS when absent. */
+  readonly settleMs?: number;
 }

@@ -1,12 +1,14 @@
 /**
  * All runtimes of this profile, indexed by session id, lease id and tab id; at most two. Owns the
  * chrome listeners that route CDP events by tab id, close popups of controlled tabs, and notice
- * closed tabs and dropped debuggers. Tabs the extension did not create or was not handed by a
+ * closed tabs and dropped debuggers, and the popup fence (a network rule that refuses the first
+ * request of a popup while any tab is controlled; see popupFence.ts). Tabs the extension did not create or was not handed by a
  * person (every other tab, including tabs Chrome restored) are never attached, listed or closed.
  */
 import { isControlledPopup } from "../cdp/popupGuard";
 import { canonicalOrigin, localPolicyAdmits } from "../config/origins";
-import { DEVICE_TAB_CAPACITY } from "../constants";
+import { DEVICE_TAB_CAPACITY, FENCE_REPAIR_WINDOW_MS } from "../constants";
+import { PopupFence } from "./popupFence";
 import type {
   DeviceClientCloseAck,
   DeviceClientHello,
@@ -15,6 +17,7 @@ import type {
   DeviceServerClose,
   DeviceServerProvision,
   DeviceServerSessionTicket,
+  PopupContainmentByKind,
 } from "../generated/wire";
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
@@ -55,9 +58,20 @@ export class SessionManager {
    * when the runtime is indexed; dropped when the tab or its attachment goes away.
    */
   private readonly early = new Map<number, EarlyEvent[]>();
+  private readonly fence: PopupFence;
+  /**
+   * Tabs someone else opened while the fence was up, with when: the fence may have refused their
+   * first request before `tabs.onCreated` spared them, and such a tab is reloaded once.
+   */
+  private readonly sparedLate = new Map<number, number>();
+  /** The manager's dependencies, plus the popup fence's admission for the runtimes. */
+  private readonly deps: ManagerDeps;
 
-  constructor(private readonly deps: ManagerDeps) {
+  constructor(deps: ManagerDeps) {
     const { chrome } = deps;
+    const fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
+    this.fence = fence;
+    this.deps = { ...deps, admitDocument: (url) => fence.admit(url) };
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);
       if (runtime !== undefined) {
@@ -78,15 +92,32 @@ export class SessionManager {
       this.onDebuggerDetached(tabId, reason);
     });
     chrome.tabs.onCreated((tab) => {
-      if (!isControlledPopup(tab, (id) => this.byTab.has(id))) return;
+      if (!isControlledPopup(tab, (id) => this.byTab.has(id))) {
+        // Someone else's tab (a person's, another extension's): the fence must let it load.
+        if (fence.isUp) this.sparedLate.set(tab.id, deps.now());
+        fence.spare(tab.id).catch(() => undefined);
+        return;
+      }
       chrome.tabs.remove(tab.id).catch(() => {
         deps.log.warn("popup_close_failed");
       });
       deps.health.bump("popupsClosed");
       deps.emitHealth();
     });
+    // The record of a popup comes from here: it names the URL the popup was about to load (the
+    // new tab's own url is still empty when tabs.onCreated fires) and the tab that opened it.
+    chrome.navigation.onCreatedNavigationTarget((sourceTabId, _tabId, url) => {
+      this.byTab.get(sourceTabId)?.popupBlocked(url);
+    });
+    chrome.navigation.onMainFrameBlocked((tabId) => {
+      this.repairSparedTab(tabId).catch(() => {
+        deps.log.warn("fenced_tab_reload_failed");
+      });
+    });
     chrome.tabs.onRemoved((tabId) => {
       this.early.delete(tabId);
+      this.sparedLate.delete(tabId);
+      this.fence.forget(tabId);
       const runtime = this.byTab.get(tabId);
       if (runtime !== undefined) this.release(runtime, "tab_closed", false);
     });
@@ -104,6 +135,11 @@ export class SessionManager {
 
   bySessionId(sessionId: string): SessionRuntime | undefined {
     return this.bySession.get(sessionId);
+  }
+
+  /** How each kind of popup is contained now (for the device hello). */
+  popupContainment(): PopupContainmentByKind {
+    return this.fence.containment();
   }
 
   freeCapacity(): number {
@@ -144,12 +180,14 @@ export class SessionManager {
         continue;
       }
       try {
+        await this.fence.raise([...(record.allowedOrigins ?? []), tab.url]);
         this.index(await SessionRuntime.start(this.deps, record, true, stored));
       } catch {
         this.deps.log.warn("restore_attach_failed");
         await this.deps.leases.remove(record.leaseId);
       }
     }
+    await this.lowerFenceIfIdle();
   }
 
   /** Opens an extension-owned about:blank tab in an unfocused window for an unattended lease. */
@@ -175,8 +213,11 @@ export class SessionManager {
     const stored = SessionRuntime.readStored(this.deps, frame.sessionId);
     stored.catch(() => undefined); // observed by start; not left unhandled when the window fails
     try {
+      // Up before the tab exists, so the tab's popups meet it from the first one on.
+      await this.fence.raise(origins as string[]);
       const tab = await this.deps.chrome.windows.createUnfocusedBlank();
       tabId = tab.id;
+      await this.fence.spare(tab.id);
       const record: LeaseRecord = {
         leaseId: frame.leaseId,
         sessionId: frame.sessionId,
@@ -195,6 +236,7 @@ export class SessionManager {
       return refuse("provision_failed", "The extension could not open and attach a tab; check the browser, then retry.");
     } finally {
       this.reserved -= 1;
+      await this.lowerFenceIfIdle();
     }
   }
 
@@ -204,6 +246,7 @@ export class SessionManager {
     if (runtime !== undefined && frame.leaseEpoch >= runtime.leaseEpoch) {
       this.unindex(runtime);
       await runtime.close(true);
+      await this.lowerFenceIfIdle();
     }
     // A lease this extension does not hold (late provision, already released) is acknowledged too.
     return { type: "close_ack", leaseId: frame.leaseId, leaseEpoch: frame.leaseEpoch };
@@ -244,6 +287,9 @@ export class SessionManager {
   async attachTab(record: LeaseRecord): Promise<SessionRuntime> {
     this.reserved += 1;
     try {
+      // The person's tab shows a page already; its host joins the fence with the session's origins.
+      const shown = await this.deps.chrome.tabs.get(record.tabId);
+      await this.fence.raise([...(record.allowedOrigins ?? []), ...(shown === undefined ? [] : [shown.url])]);
       const runtime = await SessionRuntime.start(this.deps, record, false);
       this.index(runtime);
       const early = this.attaching.get(record.leaseId);
@@ -252,6 +298,7 @@ export class SessionManager {
       return runtime;
     } finally {
       this.reserved -= 1;
+      await this.lowerFenceIfIdle();
     }
   }
 
@@ -269,6 +316,7 @@ export class SessionManager {
       this.unindex(runtime);
       await runtime.close(true);
     }
+    await this.lowerFenceIfIdle();
   }
 
   private onDebuggerDetached(tabId: number, reason: string): void {
@@ -288,9 +336,31 @@ export class SessionManager {
     runtime.close(closeTab).catch(() => {
       this.deps.log.warn("runtime_close_failed");
     });
+    this.lowerFenceIfIdle().catch(() => undefined);
+  }
+
+  /**
+   * Someone else's new tab lost its first request to the fence (it raced `tabs.onCreated`): once
+   * the rule spares the tab, reload it, once. Chrome's reload repeats the refused navigation
+   * (method and body included); the request never left, so it is sent exactly once.
+   */
+  private async repairSparedTab(tabId: number): Promise<void> {
+    const createdAt = this.sparedLate.get(tabId);
+    if (createdAt === undefined || this.byTab.has(tabId)) return;
+    this.sparedLate.delete(tabId);
+    if (this.deps.now() - createdAt > FENCE_REPAIR_WINDOW_MS) return;
+    await this.fence.spare(tabId);
+    await this.deps.chrome.tabs.reload(tabId);
+    this.deps.log.info("fenced_tab_reloaded");
+  }
+
+  /** With no tab controlled or about to be, the fence comes down and no tab is held back. */
+  private async lowerFenceIfIdle(): Promise<void> {
+    if (this.byTab.size === 0 && this.reserved === 0) await this.fence.lower();
   }
 
   private index(runtime: SessionRuntime): void {
+    this.sparedLate.delete(runtime.tabId); // controlled now: its navigations are the guard's
     this.bySession.set(runtime.sessionId, runtime);
     this.byLease.set(runtime.leaseId, runtime);
     this.byTab.set(runtime.tabId, runtime);

@@ -1,6 +1,7 @@
 /**
  * One controlled tab: its CDP attachment, its session socket, a FIFO single-flight command queue,
- * the write journal and the dialog outbox. Frame handlers are a `switch` over the generated
+ * the write journal, the dialog outbox and the record of what the page tried that was blocked.
+ * Frame handlers are a `switch` over the generated
  * session-frame union with a `never` default.
  */
 import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
@@ -9,9 +10,10 @@ import type { AuthorityCheck } from "../cdp/cdpSession";
 import { initialGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
-import { SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
+import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type {
+  BlockedNavigation,
   DeviceServerSessionTicket,
   DialogRecord,
   SessionClientFrame,
@@ -25,6 +27,7 @@ import { reconnectDelayMs } from "../profile/backoff";
 import { decodeSessionServerFrame } from "../protocol/decode";
 import { CommandQueue } from "./commandQueue";
 import { DialogOutbox, outboxKey } from "./dialogOutbox";
+import { BlockedNavigations } from "./blockedNavigations";
 import type { LeaseRecord, SessionMode } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { CommandFlow } from "./commandFlow";
@@ -61,6 +64,7 @@ export class SessionRuntime {
   readonly journal: WriteJournal;
   readonly outbox: DialogOutbox;
   readonly tab: ControlledTab;
+  readonly blocked: BlockedNavigations;
   private readonly writes: CommandFlow;
   private socket: FrameSocket<SessionClientFrame> | undefined;
   private helloAcked = false;
@@ -79,6 +83,13 @@ export class SessionRuntime {
     const area = deps.chrome.storage.session;
     this.journal = new WriteJournal(area, record.sessionId);
     this.outbox = new DialogOutbox(area, record.sessionId);
+    this.blocked = new BlockedNavigations({
+      newId: () => deps.newId(),
+      now: () => deps.now(),
+      report: (record) => {
+        if (this.helloAcked) this.send({ type: "navigation_blocked", blocked: record });
+      },
+    });
     this.queue = new CommandQueue((error) => {
       deps.log.warn("command_task_failed", { kind: error instanceof Error ? error.name : "unknown" });
     });
@@ -93,15 +104,18 @@ export class SessionRuntime {
             deps.log.warn("dialog_handling_failed");
           });
         },
-        onNavigationBlocked: () => {
+        onNavigationBlocked: (url, cause) => {
+          this.blocked.record("navigation", url, cause);
           deps.health.bump("navigationsBlocked");
           deps.emitHealth();
         },
+        admitDocument: (url) => deps.admitDocument?.(url) ?? Promise.resolve(),
         onPopupClosed: () => {
           deps.health.bump("popupsClosed");
           deps.emitHealth();
         },
-        onNewDocument: (generation) => {
+        onNewDocument: (generation, isErrorPage) => {
+          this.blocked.documentCommitted(isErrorPage);
           this.persist((current) => ({ ...current, generation })).catch(() => {
             deps.log.warn("lease_persist_failed");
           });
@@ -220,7 +234,14 @@ export class SessionRuntime {
       const tab = await chrome.tabs.get(tabId);
       check();
       if (tab === undefined) throw new CommandError("tab_closed", "The session's tab was closed; delete the session and create a new one.");
-      return { tabId, url: tab.url.slice(0, MAX_TAB_URL), title: tab.title.slice(0, MAX_TAB_TITLE), active: tab.active };
+      const shown = this.blocked.showing;
+      return {
+        tabId,
+        url: tab.url.slice(0, MAX_TAB_URL),
+        title: tab.title.slice(0, MAX_TAB_TITLE),
+        active: tab.active,
+        ...(shown === undefined ? {} : { blockedNavigation: shown }),
+      };
     };
     return {
       cdp: this.tab.cdp.caller(check),
@@ -242,7 +263,42 @@ export class SessionRuntime {
         check();
       },
       watchNavigation: () => new NavigationWatch(this.tab.cdp),
+      blockedPage: () => this.blocked.showing,
     };
+  }
+
+  /** A popup of this tab was closed: record it for the caller. */
+  popupBlocked(url: string): void {
+    this.blocked.record("popup", url, "popup");
+  }
+
+  /**
+   * The settle window after a write acted: what the page does in response (a navigation it
+   * starts, a redirect, a popup) is attributed to the command. Waits `BLOCK_SETTLE_MS`, longer
+   * while a main-frame navigation is still undecided, never past `BLOCK_SETTLE_MAX_MS` or the
+   * command's deadline.
+   */
+  async settleWindow(deadlineMs: number): Promise<void> {
+    const started = this.deps.now();
+    const until = Math.min(started + BLOCK_SETTLE_MAX_MS, deadlineMs);
+    const sleep = (ms: number): Promise<void> =>
+      new Promise((resolve) => {
+        setTimeout(resolve, Math.max(0, ms));
+      });
+    const settleMs = this.deps.settleMs ?? BLOCK_SETTLE_MS;
+    if (settleMs > 0) await sleep(Math.min(settleMs, until - started));
+    while (this.tab.navigationInFlight && this.deps.now() < until && !this.closed) await sleep(Math.min(BLOCK_SETTLE_POLL_MS, until - this.deps.now()));
+  }
+
+  /** Runs `task` with stops attributed to `commandId`; returns its value and those stops. */
+  async attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
+    this.blocked.open(commandId);
+    try {
+      const value = await task();
+      return { value, blocked: this.blocked.close() };
+    } finally {
+      this.blocked.close();
+    }
   }
 
   /** Parses a frame's deadline, falling back to a bounded default. */

@@ -7,6 +7,7 @@ import type {
   ChromeFacade,
   DebuggerDetachListener,
   DebuggerEventListener,
+  MainFrameBlockRule,
   PanelMessageListener,
   StorageArea,
   TabSnapshot,
@@ -76,6 +77,9 @@ export class FakeChrome implements ChromeFacade {
   readonly handlers = new Map<string, CdpHandler>();
   readonly removedTabs: number[] = [];
   readonly activatedTabs: number[] = [];
+  /** Tabs whose start-up navigation Chromium left pending (see startupTabs.ts). */
+  readonly stalledTabs = new Set<number>();
+  readonly navigatedTabs: { tabId: number; url: string }[] = [];
   readonly alarmsCreated: string[] = [];
   private nextTabId = 100;
   private nextWindowId = 10;
@@ -93,7 +97,7 @@ export class FakeChrome implements ChromeFacade {
   }
 
   /** Adds a tab as a person (or Chrome's session restore) would; fires tabs.onCreated. */
-  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean } = {}): TabSnapshot {
+  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean; pendingUrl?: string } = {}): TabSnapshot {
     const tab: TabSnapshot = {
       id: this.nextTabId++,
       windowId: this.nextWindowId,
@@ -101,6 +105,7 @@ export class FakeChrome implements ChromeFacade {
       title: options.title ?? "",
       active: options.active ?? false,
       ...(options.openerTabId === undefined ? {} : { openerTabId: options.openerTabId }),
+      ...(options.pendingUrl === undefined ? {} : { pendingUrl: options.pendingUrl }),
     };
     this.tabsById.set(tab.id, tab);
     for (const listener of this.createdListeners) listener(tab);
@@ -172,6 +177,19 @@ export class FakeChrome implements ChromeFacade {
       this.activatedTabs.push(tabId);
       return Promise.resolve();
     },
+    allIds: (): Promise<number[]> => Promise.resolve([...this.tabsById.keys()]),
+    stalled: (): Promise<{ id: number; pendingUrl: string }[]> =>
+      Promise.resolve([...this.tabsById.values()].flatMap((t) => (this.stalledTabs.has(t.id) && t.pendingUrl !== undefined ? [{ id: t.id, pendingUrl: t.pendingUrl }] : []))),
+    reload: (tabId: number): Promise<void> => {
+      this.reloadedTabs.push(tabId);
+      return Promise.resolve();
+    },
+    navigate: (tabId: number, url: string): Promise<void> => {
+      this.navigatedTabs.push({ tabId, url });
+      this.stalledTabs.delete(tabId);
+      this.setTabUrl(tabId, url);
+      return Promise.resolve();
+    },
     onCreated: (listener: (tab: TabSnapshot) => void): void => {
       this.createdListeners.push(listener);
     },
@@ -219,4 +237,63 @@ export class FakeChrome implements ChromeFacade {
   readonly permissions = {
     containsOrigin: (): Promise<boolean> => Promise.resolve(true),
   };
+
+  private readonly navigationTargetListeners: ((sourceTabId: number, tabId: number, url: string) => void)[] = [];
+
+  private readonly mainFrameBlockedListeners: ((tabId: number) => void)[] = [];
+  readonly reloadedTabs: number[] = [];
+
+  readonly navigation = {
+    onCreatedNavigationTarget: (listener: (sourceTabId: number, tabId: number, url: string) => void): void => {
+      this.navigationTargetListeners.push(listener);
+    },
+    onMainFrameBlocked: (listener: (tabId: number) => void): void => {
+      this.mainFrameBlockedListeners.push(listener);
+    },
+  };
+
+  /** The tab's main-frame request was refused (net::ERR_BLOCKED_BY_CLIENT), as webNavigation reports it. */
+  emitMainFrameBlocked(tabId: number): void {
+    for (const listener of this.mainFrameBlockedListeners) listener(tabId);
+  }
+
+  /**
+   * A page of `sourceTabId` opens a popup towards `url`, as Chromium reports it: tabs.onCreated
+   * (with the opener) and then webNavigation.onCreatedNavigationTarget.
+   */
+  openPopup(sourceTabId: number, url: string): TabSnapshot {
+    const tab = this.openTab("", { openerTabId: sourceTabId });
+    for (const listener of this.navigationTargetListeners) listener(sourceTabId, tab.id, url);
+    return tab;
+  }
+
+  /** The session rules installed now, by id, as the real API would hold them. */
+  readonly sessionRules = new Map<number, MainFrameBlockRule>();
+  /** When set, every rule update rejects (the API refused the rule). */
+  failRuleUpdates = false;
+
+  readonly netRules = {
+    available: true,
+    putMainFrameBlock: (rule: MainFrameBlockRule): Promise<void> => {
+      if (this.failRuleUpdates) return Promise.reject(new Error("Rule update refused"));
+      this.sessionRules.set(rule.id, { id: rule.id, excludedTabIds: [...rule.excludedTabIds], initiatorDomains: [...rule.initiatorDomains] });
+      return Promise.resolve();
+    },
+    remove: (ruleId: number): Promise<void> => {
+      if (this.failRuleUpdates) return Promise.reject(new Error("Rule update refused"));
+      this.sessionRules.delete(ruleId);
+      return Promise.resolve();
+    },
+  };
+
+  /**
+   * Whether a main-frame request in `tabId` started by a document on `initiatorHost` (undefined:
+   * no initiator, as for a typed URL) would be blocked by the installed rules.
+   */
+  blocksMainFrameIn(tabId: number, initiatorHost: string | undefined): boolean {
+    const matches = (host: string, domain: string): boolean => host === domain || host.endsWith(`.${domain}`);
+    return [...this.sessionRules.values()].some(
+      (rule) => !rule.excludedTabIds.includes(tabId) && initiatorHost !== undefined && rule.initiatorDomains.some((d) => matches(initiatorHost, d)),
+    );
+  }
 }

@@ -37,6 +37,8 @@ export interface HarnessOptions {
   readonly now?: () => number;
   /** The socketUrl the fake backend returns with the device ticket. */
   readonly socketUrl?: string;
+  /** The write settle window; 0 (none) unless a test is about it. */
+  readonly settleMs?: number;
 }
 
 let idCounter = 0;
@@ -79,6 +81,7 @@ export function makeHarness(options: HarnessOptions = {}): Harness {
     fetch: fetchImpl,
     log,
     newId: nextUuid,
+    settleMs: options.settleMs ?? 0,
     ...(options.random === undefined ? {} : { random: options.random }),
     ...(options.now === undefined ? {} : { now: options.now }),
   });

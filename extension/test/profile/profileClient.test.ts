@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 
+import { CONTAINMENT_WITH_FENCE } from "../../src/sessions/popupFence";
 import { BROWSER_EPOCH_KEY } from "../../src/profile/browserEpoch";
 import { CAPABILITIES, CONNECT_TICKET_PATH } from "../../src/profile/profileClient";
 import { CREDENTIAL, DEVICE_TICKET, LEASE_A, LEASE_B, SERVICE_ORIGIN, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
@@ -66,6 +67,7 @@ describe("ProfileClient connection", () => {
         localOriginPolicy: { mode: "allowlist", origins: ["https://example.com"] },
         capacity: { total: 2, free: 2 },
         leases: [],
+        popupContainment: CONTAINMENT_WITH_FENCE,
       },
     ]);
   });

@@ -4,7 +4,16 @@ The SQL stays portable to PostgreSQL (`INSERT … ON CONFLICT`, no SQLite-only f
 so a second implementation can be added behind the same functions.
 """
 
-from understudy._store import commands, credentials, dialogs, quotas, sessions, tickets, vault
+from understudy._store import (
+    blocked,
+    commands,
+    credentials,
+    dialogs,
+    quotas,
+    sessions,
+    tickets,
+    vault,
+)
 from understudy._store._db import Database
 from understudy._store._migrations import (
     LATEST,
@@ -18,6 +27,7 @@ __all__ = [
     "LATEST",
     "Database",
     "SchemaTooNewError",
+    "blocked",
     "check_supported",
     "commands",
     "credentials",

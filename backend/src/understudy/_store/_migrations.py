@@ -136,6 +136,19 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        3,
+        "blocked navigations and popups per session",
+        """
+        CREATE TABLE blocked_navigations (
+            session_id TEXT NOT NULL,
+            blocked_id TEXT NOT NULL,
+            record TEXT,
+            seen_at REAL NOT NULL,
+            PRIMARY KEY (session_id, blocked_id)
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -295,6 +295,12 @@ class ClickCommand(WireModel):
     ref: Ref
     button: Literal["left", "middle", "right"] | None = "left"
     click_count: Annotated[int | None, Field(alias="clickCount", ge=1, le=3)] = 1
+    modifiers: Annotated[
+        list[Literal["Alt", "Control", "Meta", "Shift"]] | None, Field(max_length=4)
+    ] = None
+    """
+    Keys held during the click (a Control- or Shift-click opens a link in a new tab or window).
+    """
 
 
 class HoverCommand(WireModel):
@@ -508,19 +514,6 @@ class ScreenshotResult(WireModel):
     height: Annotated[int, Field(ge=1)]
 
 
-class WaitForResult(WireModel):
-    """
-    Result of `wait_for`.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Literal["wait_for"]
-    matched: bool
-    elapsed_ms: Annotated[int, Field(alias="elapsedMs", ge=0)]
-
-
 class WritePreview(WireModel):
     """
     What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
@@ -547,36 +540,6 @@ class WritePreview(WireModel):
     """
     Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
     """
-
-
-class WriteResult(WireModel):
-    """
-    Result of every write command: the tab afterwards, or the preview of a dry run.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Literal[
-        "navigate",
-        "go_back",
-        "go_forward",
-        "reload",
-        "click",
-        "hover",
-        "type",
-        "fill",
-        "fill_secret",
-        "press_key",
-        "select_option",
-        "set_checked",
-        "scroll",
-        "switch_tab",
-    ]
-    url: str
-    title: str
-    generation: Annotated[int, Field(ge=1)]
-    preview: WritePreview | None = None
 
 
 CommandErrorCode = TypeAliasType(
@@ -758,20 +721,6 @@ class LocalOriginPolicy(WireModel):
     origins: Annotated[list[Origin] | None, Field(max_length=256)] = None
 
 
-class TabInfo(WireModel):
-    """
-    The one tab a session controls.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    tab_id: Annotated[int, Field(alias="tabId", ge=0)]
-    url: Annotated[str, Field(max_length=8192)]
-    title: Annotated[str, Field(max_length=4096)]
-    active: bool
-
-
 class ErrorInfo(WireModel):
     """
     A machine code and an actionable message.
@@ -827,6 +776,86 @@ class DialogRecord(WireModel):
     delivery: DialogDelivery
 
 
+NavigationBlockCause = TypeAliasType(
+    "NavigationBlockCause",
+    Annotated[
+        Literal[
+            "redirect",
+            "meta_refresh",
+            "script",
+            "link",
+            "form_get",
+            "form_post",
+            "reload",
+            "history",
+            "popup",
+            "other",
+        ],
+        Field(examples=["redirect"], title="NavigationBlockCause"),
+    ],
+)
+"""
+What the page did that the extension stopped. `redirect`: a server redirect; `meta_refresh`: a `<meta http-equiv=refresh>` or a `Refresh` header; `script`: script set the location; `link`: a link was followed; `form_get` / `form_post`: a form was submitted; `reload` / `history`: a reload or a history step reached a disallowed URL; `popup`: the page opened a tab or window; `other`: anything else.
+"""
+
+
+class BlockedNavigation(WireModel):
+    """
+    A page-initiated navigation of a controlled tab to an origin the session does not allow, or a popup it opened, that the extension stopped before its request left the browser. `commandId` names the command during whose run or settle window the page did this, if any.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    blocked_id: Annotated[UUID, Field(alias="blockedId")]
+    kind: Literal["navigation", "popup"]
+    origin: Annotated[str, Field(max_length=2048)]
+    """
+    The origin the page tried to reach (`URL.origin`; `null` for an opaque one such as `about:blank` or `data:`).
+    """
+    cause: NavigationBlockCause
+    blocked_at: Annotated[Timestamp, Field(alias="blockedAt")]
+    command_id: Annotated[CommandId | None, Field(alias="commandId")] = None
+
+
+PopupContainment = TypeAliasType(
+    "PopupContainment",
+    Annotated[
+        Literal[
+            "blocked_before_request", "closed_before_request", "closed_after_request"
+        ],
+        Field(examples=["blocked_before_request"], title="PopupContainment"),
+    ],
+)
+"""
+How a kind of popup is contained on this profile, as measured. `blocked_before_request`: its first request is refused inside the browser (a declarativeNetRequest session rule) and the tab is closed; `closed_before_request`: the tab is closed while it still shows its initial about:blank, before it requests anything; `closed_after_request`: the tab is closed as soon as the browser reports it, but its first request may already have reached its server.
+"""
+
+
+class PopupContainmentByKind(WireModel):
+    """
+    Containment per kind of popup a controlled tab can open. `iframe_popup`: opened from a frame of another origin or site; `opaque_origin_popup`: opened from a document with an opaque origin (a sandboxed or `data:` frame with `allow-popups`), whose first request names no host a rule could match.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    window_open: PopupContainment
+    window_open_noopener: PopupContainment
+    link_target_blank: PopupContainment
+    link_noopener: PopupContainment
+    link_noreferrer: PopupContainment
+    link_named_target: PopupContainment
+    area_target: PopupContainment
+    form_target_get: PopupContainment
+    form_target_post: PopupContainment
+    iframe_popup: PopupContainment
+    opaque_origin_popup: PopupContainment
+    middle_click: PopupContainment
+    modifier_click: PopupContainment
+    keyboard_activation: PopupContainment
+
+
 class Capacity(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -847,7 +876,7 @@ class Lease(WireModel):
 
 class DeviceClientHello(WireModel):
     """
-    First frame on the device socket: what this profile speaks and holds.
+    First frame on the device socket: what this profile speaks and holds, and how it contains each kind of popup (`popupContainment`, as measured; see extension/README.md).
     """
 
     model_config = ConfigDict(
@@ -866,6 +895,9 @@ class DeviceClientHello(WireModel):
     """
     Leases this extension holds in the current browser epoch.
     """
+    popup_containment: Annotated[
+        PopupContainmentByKind | None, Field(alias="popupContainment")
+    ] = None
 
 
 class DeviceClientHeartbeat(WireModel):
@@ -1150,28 +1182,6 @@ class JournalItem(WireModel):
     state: Literal["prepared", "started", "completed_unacked"]
 
 
-class SessionClientHello(WireModel):
-    """
-    First frame on the session socket: the runtime's identity and its write journal.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    type: Literal["hello"]
-    session_id: Annotated[SessionId, Field(alias="sessionId")]
-    lease_id: Annotated[LeaseId, Field(alias="leaseId")]
-    lease_epoch: Annotated[LeaseEpoch, Field(alias="leaseEpoch")]
-    browser_epoch: Annotated[BrowserEpoch, Field(alias="browserEpoch")]
-    protocol_version: Annotated[ProtocolVersion, Field(alias="protocolVersion")]
-    capabilities: list[Capability]
-    tab: TabInfo
-    journal: Annotated[list[JournalItem], Field(max_length=64)]
-    """
-    Write journal entries not yet acknowledged.
-    """
-
-
 class SessionClientWriteReady(WireModel):
     """
     The extension persisted `prepared` for a write and is ready for its grant.
@@ -1195,6 +1205,18 @@ class SessionClientDialog(WireModel):
     )
     type: Literal["dialog"]
     dialog: DialogRecord
+
+
+class SessionClientNavigationBlocked(WireModel):
+    """
+    The extension stopped a navigation or a popup of the controlled tab. Sent once, when the socket is up; not retried after a reconnect (the command's result carries the ones in its settle window durably).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: Literal["navigation_blocked"]
+    blocked: BlockedNavigation
 
 
 class SessionClientError(WireModel):
@@ -1398,6 +1420,15 @@ class Session(WireModel):
     dialogs: Annotated[list[DialogRecord], Field(max_length=50)]
     """
     The newest 50 dialogs, newest first.
+    """
+    blocked_navigations: Annotated[
+        list[BlockedNavigation] | None, Field(alias="blockedNavigations", max_length=50)
+    ] = None
+    """
+    The newest 50 navigations and popups of the controlled tab that the extension stopped,
+    newest first: what was blocked, the origin it tried to reach, and what the page did.
+    The command whose settle window a block fell into also lists it in its result.
+
     """
 
 
@@ -1742,35 +1773,9 @@ One command of the catalog, discriminated by `name`. Each branch says whether it
 """
 
 
-class HelloResult(WireModel):
-    """
-    Result of `hello`.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Literal["hello"]
-    protocol_version: Annotated[ProtocolVersion, Field(alias="protocolVersion")]
-    capabilities: list[Capability]
-    tab: TabInfo
-
-
-class GetTabsResult(WireModel):
-    """
-    Result of `get_tabs`: only the session's own tab.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    name: Literal["get_tabs"]
-    tabs: Annotated[list[TabInfo], Field(max_length=1, min_length=1)]
-
-
 class SnapshotResult(WireModel):
     """
-    Result of `snapshot`.
+    Result of `snapshot`. When the tab shows Chromium's block page for a stopped navigation, `blockedNavigation` says which, and `nodes` is empty: the error page has nothing to act on.
     """
 
     model_config = ConfigDict(
@@ -1792,35 +1797,81 @@ class SnapshotResult(WireModel):
     Present when `truncated`: how many nodes past `maxNodes` were left out, per role.
     """
     changes: SnapshotChanges | None = None
+    blocked_navigation: Annotated[
+        BlockedNavigation | None, Field(alias="blockedNavigation")
+    ] = None
 
 
-CommandResult = TypeAliasType(
-    "CommandResult",
-    Annotated[
-        HelloResult
-        | GetTabsResult
-        | SnapshotResult
-        | ScreenshotResult
-        | WaitForResult
-        | WriteResult,
-        Field(
-            discriminator="name",
-            examples=[
-                {"name": "wait_for", "matched": True, "elapsedMs": 420},
-                {
-                    "name": "click",
-                    "url": "https://example.com/home",
-                    "title": "Home",
-                    "generation": 3,
-                },
-            ],
-            title="CommandResult",
-        ),
-    ],
-)
-"""
-The result of a succeeded command, discriminated by the command `name`; every write shares `WriteResult`.
-"""
+class WaitForResult(WireModel):
+    """
+    Result of `wait_for`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["wait_for"]
+    matched: bool
+    elapsed_ms: Annotated[int, Field(alias="elapsedMs", ge=0)]
+    blocked_navigations: Annotated[
+        list[BlockedNavigation] | None, Field(alias="blockedNavigations", max_length=50)
+    ] = None
+    """
+    Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+    """
+
+
+class WriteResult(WireModel):
+    """
+    Result of every write command: the tab afterwards, or the preview of a dry run.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal[
+        "navigate",
+        "go_back",
+        "go_forward",
+        "reload",
+        "click",
+        "hover",
+        "type",
+        "fill",
+        "fill_secret",
+        "press_key",
+        "select_option",
+        "set_checked",
+        "scroll",
+        "switch_tab",
+    ]
+    url: str
+    title: str
+    generation: Annotated[int, Field(ge=1)]
+    preview: WritePreview | None = None
+    blocked_navigations: Annotated[
+        list[BlockedNavigation] | None, Field(alias="blockedNavigations", max_length=50)
+    ] = None
+    """
+    Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
+    """
+
+
+class TabInfo(WireModel):
+    """
+    The one tab a session controls. `blockedNavigation` is present while the tab shows Chromium's block page for that stopped navigation instead of a document.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tab_id: Annotated[int, Field(alias="tabId", ge=0)]
+    url: Annotated[str, Field(max_length=8192)]
+    title: Annotated[str, Field(max_length=4096)]
+    active: bool
+    blocked_navigation: Annotated[
+        BlockedNavigation | None, Field(alias="blockedNavigation")
+    ] = None
 
 
 DeviceClientFrame = TypeAliasType(
@@ -1890,37 +1941,25 @@ Every frame the backend sends on the device socket.
 """
 
 
-class SessionClientReadResult(WireModel):
+class SessionClientHello(WireModel):
     """
-    The outcome of a `read`.
-    """
-
-    model_config = ConfigDict(
-        extra="forbid",
-    )
-    type: Literal["read_result"]
-    command_id: Annotated[CommandId, Field(alias="commandId")]
-    outcome: Literal["succeeded", "failed"]
-    result: CommandResult | None = None
-    error: ErrorInfo | None = None
-
-
-class SessionClientResult(WireModel):
-    """
-    The outcome of a granted write; the extension persisted `completed_unacked` first.
+    First frame on the session socket: the runtime's identity and its write journal.
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    type: Literal["result"]
-    command_id: Annotated[CommandId, Field(alias="commandId")]
-    outcome: Literal["succeeded", "failed"]
-    result: CommandResult | None = None
-    error: ErrorInfo | None = None
-    replayed: bool | None = None
+    type: Literal["hello"]
+    session_id: Annotated[SessionId, Field(alias="sessionId")]
+    lease_id: Annotated[LeaseId, Field(alias="leaseId")]
+    lease_epoch: Annotated[LeaseEpoch, Field(alias="leaseEpoch")]
+    browser_epoch: Annotated[BrowserEpoch, Field(alias="browserEpoch")]
+    protocol_version: Annotated[ProtocolVersion, Field(alias="protocolVersion")]
+    capabilities: list[Capability]
+    tab: TabInfo
+    journal: Annotated[list[JournalItem], Field(max_length=64)]
     """
-    Sent again after a reconnect from the journal.
+    Write journal entries not yet acknowledged.
     """
 
 
@@ -1969,55 +2008,93 @@ class CommandRequest(WireModel):
     command: Command
 
 
-class CommandOutcome(WireModel):
+class HelloResult(WireModel):
+    """
+    Result of `hello`.
+    """
+
     model_config = ConfigDict(
         extra="forbid",
     )
-    command_id: Annotated[CommandId, Field(alias="commandId")]
-    name: CommandName
-    status: Literal["succeeded", "failed"]
-    dry_run: Annotated[bool, Field(alias="dryRun")]
-    result: CommandResult | None = None
-    error: CommandError | None = None
-    completed_at: Annotated[Timestamp, Field(alias="completedAt")]
+    name: Literal["hello"]
+    protocol_version: Annotated[ProtocolVersion, Field(alias="protocolVersion")]
+    capabilities: list[Capability]
+    tab: TabInfo
 
 
-SessionClientFrame = TypeAliasType(
-    "SessionClientFrame",
+class GetTabsResult(WireModel):
+    """
+    Result of `get_tabs`: only the session's own tab.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["get_tabs"]
+    tabs: Annotated[list[TabInfo], Field(max_length=1, min_length=1)]
+
+
+CommandResult = TypeAliasType(
+    "CommandResult",
     Annotated[
-        SessionClientHello
-        | SessionClientReadResult
-        | SessionClientWriteReady
-        | SessionClientResult
-        | SessionClientDialog
-        | SessionClientError,
+        HelloResult
+        | GetTabsResult
+        | SnapshotResult
+        | ScreenshotResult
+        | WaitForResult
+        | WriteResult,
         Field(
-            discriminator="type",
+            discriminator="name",
             examples=[
+                {"name": "wait_for", "matched": True, "elapsedMs": 420},
                 {
-                    "type": "hello",
-                    "sessionId": "7d0c4f5e-3b7a-4f0e-9a51-2f7f2a6b9c10",
-                    "leaseId": "0b8e2a44-6d0f-4d39-8f0c-5a9d1c7e3f21",
-                    "leaseEpoch": 1,
-                    "browserEpoch": "5f1d2c3b-4a59-4e8f-a7b6-c5d4e3f2a1b0",
-                    "protocolVersion": 2,
-                    "capabilities": ["safe_write_v2"],
-                    "tab": {
-                        "tabId": 412,
-                        "url": "about:blank",
-                        "title": "",
-                        "active": False,
-                    },
-                    "journal": [],
-                }
+                    "name": "click",
+                    "url": "https://example.com/home",
+                    "title": "Home",
+                    "generation": 3,
+                },
             ],
-            title="SessionClientFrame",
+            title="CommandResult",
         ),
     ],
 )
 """
-Every frame the extension sends on a session socket.
+The result of a succeeded command, discriminated by the command `name`; every write shares `WriteResult`.
 """
+
+
+class SessionClientReadResult(WireModel):
+    """
+    The outcome of a `read`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: Literal["read_result"]
+    command_id: Annotated[CommandId, Field(alias="commandId")]
+    outcome: Literal["succeeded", "failed"]
+    result: CommandResult | None = None
+    error: ErrorInfo | None = None
+
+
+class SessionClientResult(WireModel):
+    """
+    The outcome of a granted write; the extension persisted `completed_unacked` first.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: Literal["result"]
+    command_id: Annotated[CommandId, Field(alias="commandId")]
+    outcome: Literal["succeeded", "failed"]
+    result: CommandResult | None = None
+    error: ErrorInfo | None = None
+    replayed: bool | None = None
+    """
+    Sent again after a reconnect from the journal.
+    """
 
 
 SessionServerFrame = TypeAliasType(
@@ -2049,6 +2126,58 @@ SessionServerFrame = TypeAliasType(
 )
 """
 Every frame the backend sends on a session socket.
+"""
+
+
+class CommandOutcome(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    command_id: Annotated[CommandId, Field(alias="commandId")]
+    name: CommandName
+    status: Literal["succeeded", "failed"]
+    dry_run: Annotated[bool, Field(alias="dryRun")]
+    result: CommandResult | None = None
+    error: CommandError | None = None
+    completed_at: Annotated[Timestamp, Field(alias="completedAt")]
+
+
+SessionClientFrame = TypeAliasType(
+    "SessionClientFrame",
+    Annotated[
+        SessionClientHello
+        | SessionClientReadResult
+        | SessionClientWriteReady
+        | SessionClientResult
+        | SessionClientDialog
+        | SessionClientNavigationBlocked
+        | SessionClientError,
+        Field(
+            discriminator="type",
+            examples=[
+                {
+                    "type": "hello",
+                    "sessionId": "7d0c4f5e-3b7a-4f0e-9a51-2f7f2a6b9c10",
+                    "leaseId": "0b8e2a44-6d0f-4d39-8f0c-5a9d1c7e3f21",
+                    "leaseEpoch": 1,
+                    "browserEpoch": "5f1d2c3b-4a59-4e8f-a7b6-c5d4e3f2a1b0",
+                    "protocolVersion": 2,
+                    "capabilities": ["safe_write_v2"],
+                    "tab": {
+                        "tabId": 412,
+                        "url": "about:blank",
+                        "title": "",
+                        "active": False,
+                    },
+                    "journal": [],
+                }
+            ],
+            title="SessionClientFrame",
+        ),
+    ],
+)
+"""
+Every frame the extension sends on a session socket.
 """
 
 
@@ -2174,6 +2303,7 @@ class UnderstudyWire(WireModel):
 
 
 # uniqueItems (the generator does not enforce it; WireModel does).
+ClickCommand.__unique_items__ = ("modifiers",)
 PressKeyCommand.__unique_items__ = ("modifiers",)
 DeviceClientHello.__unique_items__ = ("protocol_versions", "capabilities")
 SessionClientHello.__unique_items__ = ("capabilities",)
