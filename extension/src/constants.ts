@@ -70,12 +70,17 @@ export const CDP_PROTOCOL_VERSION = "1.3";
 export const SESSION_PROTOCOL_VERSION = 2;
 
 /**
- * After a write acted, how long the page's reaction (a navigation, a redirect, a popup) is still
- * attributed to it. Popups are reported ~15 ms after the input and a stopped navigation within one
- * round trip on Chromium 156; 250 ms leaves room on a loaded machine.
+ * After a write that activates the page (a click, a key press, a changed select or checkbox) acted,
+ * how long the page's reaction (a navigation, a redirect, a popup) is still attributed to it,
+ * counted from the end of a round trip through the page's task queue (which has then run its
+ * handlers and what they scheduled with no delay). Popups are reported ~15 ms after the input on
+ * Chromium 156; 50 ms leaves room on a loaded machine without charging every click 250 ms. A write
+ * that loads a document gets only the round trip, and typing, filling and scrolling only wait for
+ * a navigation already under way (commandFlow.ts `SETTLE_OF`).
  */
-export const BLOCK_SETTLE_MS = 250;
-/** The settle window waits this long at most while a main-frame navigation is undecided. */
+export const BLOCK_SETTLE_MS = 50;
+/** The page round trip of the settle window is given up after this long (a page may hang its queue). */
+export const BLOCK_SETTLE_PAGE_MS = 250;
 export const BLOCK_SETTLE_MAX_MS = 2_000;
 export const BLOCK_SETTLE_POLL_MS = 25;
 

@@ -23,9 +23,32 @@ import type {
 } from "../generated/wire";
 import { decodeCommand } from "../protocol/decode";
 import type { RuntimeDeps } from "./runtimeDeps";
-import type { SessionRuntime } from "./sessionRuntime";
+import type { SessionRuntime, SettleKind } from "./sessionRuntime";
 import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome } from "./writeJournal";
 import { isWriteCommand } from "../generated/catalog";
+
+/**
+ * How long a write's settle window is (`SessionRuntime.settleWindow`): input that may make the page
+ * react on its own (a handler that navigates or opens a popup) gets the full window; a write that
+ * loads a document lets the page run what it scheduled at once (a meta refresh, a script redirect);
+ * the others wait only for a navigation already under way.
+ */
+const SETTLE_OF: Readonly<Record<WriteCommandName, SettleKind>> = {
+  click: "activation",
+  press_key: "activation",
+  select_option: "activation",
+  set_checked: "activation",
+  navigate: "document",
+  go_back: "document",
+  go_forward: "document",
+  reload: "document",
+  hover: "none",
+  type: "none",
+  fill: "none",
+  fill_secret: "none",
+  scroll: "none",
+  switch_tab: "none",
+};
 
 function failed(error: unknown): StoredOutcome {
   return { outcome: "failed", error: toErrorInfo(error) };
@@ -155,7 +178,7 @@ export class CommandFlow {
     try {
       const { blocked } = await this.runtime.attributing(entry.commandId, async () => {
         await plan.act();
-        await this.runtime.settleWindow(deadlineMs);
+        await this.runtime.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
       });
       const result = await this.writeResult(entry.name, ctx);
       outcome = { outcome: "succeeded", result: blocked.length > 0 ? { ...result, blockedNavigations: blocked } : result };

@@ -10,7 +10,7 @@ import type { AuthorityCheck } from "../cdp/cdpSession";
 import { initialGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
-import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
+import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type {
   BlockedNavigation,
@@ -44,6 +44,8 @@ const DEFAULT_DEADLINE_MS = 20_000;
  * fresh ticket would only be refused. Mirrors CLOSE_NOT_AUTHORITATIVE in the backend.
  */
 const CLOSE_NOT_AUTHORITATIVE = 4403;
+/** The device was revoked (spec/frames/session-socket.json). */
+const CLOSE_DEVICE_REVOKED = 4410;
 
 /** What the panel shows about one runtime: ids and state, never URLs or titles. */
 export interface RuntimeView {
@@ -58,6 +60,9 @@ export interface RuntimeView {
   readonly dialogsPending: number;
   readonly dialogOverflow: boolean;
 }
+
+/** What a write waits for after it acted (see `settleWindow`). */
+export type SettleKind = "activation" | "document" | "none";
 
 export class SessionRuntime {
   readonly queue: CommandQueue;
@@ -274,11 +279,13 @@ export class SessionRuntime {
 
   /**
    * The settle window after a write acted: what the page does in response (a navigation it
-   * starts, a redirect, a popup) is attributed to the command. Waits `BLOCK_SETTLE_MS`, longer
-   * while a main-frame navigation is still undecided, never past `BLOCK_SETTLE_MAX_MS` or the
+   * starts, a redirect, a popup) is attributed to the command. Unless `kind` is `none`, the page's
+   * task queue first runs what was scheduled with no delay; an `activation` then waits
+   * `BLOCK_SETTLE_MS` for the browser's reports of what its handlers did; every write then waits
+   * while a main-frame navigation is still undecided. Never past `BLOCK_SETTLE_MAX_MS` or the
    * command's deadline.
    */
-  async settleWindow(deadlineMs: number): Promise<void> {
+  async settleWindow(deadlineMs: number, kind: SettleKind): Promise<void> {
     const started = this.deps.now();
     const until = Math.min(started + BLOCK_SETTLE_MAX_MS, deadlineMs);
     const sleep = (ms: number): Promise<void> =>
@@ -286,8 +293,20 @@ export class SessionRuntime {
         setTimeout(resolve, Math.max(0, ms));
       });
     const settleMs = this.deps.settleMs ?? BLOCK_SETTLE_MS;
-    if (settleMs > 0) await sleep(Math.min(settleMs, until - started));
+    if (kind !== "none" && settleMs > 0) {
+      await Promise.race([this.pageTaskRoundTrip(), sleep(Math.min(BLOCK_SETTLE_PAGE_MS, until - started))]);
+      if (kind === "activation") await sleep(Math.min(settleMs, until - this.deps.now()));
+    }
     while (this.tab.navigationInFlight && this.deps.now() < until && !this.closed) await sleep(Math.min(BLOCK_SETTLE_POLL_MS, until - this.deps.now()));
+  }
+
+  /** Resolves once the page ran a zero-delay task queued now; a page that navigated or hangs ends it too. */
+  private async pageTaskRoundTrip(): Promise<void> {
+    try {
+      await this.tab.cdp.sendUnchecked("Runtime.evaluate", { expression: "new Promise((resolve) => setTimeout(resolve, 0))", awaitPromise: true, returnByValue: true });
+    } catch {
+      // A navigation destroyed the context, or the tab went away: the reaction is under way or over.
+    }
   }
 
   /** Runs `task` with stops attributed to `commandId`; returns its value and those stops. */
@@ -331,7 +350,8 @@ export class SessionRuntime {
         this.socket = undefined;
         this.helloAcked = false;
         this.deps.log.info("session_socket_closed", { code });
-        if (code !== CLOSE_NOT_AUTHORITATIVE) this.scheduleTicketRequest();
+        // A revoked device gets no new tickets; its device socket is closed too.
+        if (code !== CLOSE_NOT_AUTHORITATIVE && code !== CLOSE_DEVICE_REVOKED) this.scheduleTicketRequest();
       },
     });
     this.socket = socket;
