@@ -34,6 +34,9 @@ export const CAPABILITIES: readonly Capability[] = [
   "snapshot_compact_v1",
 ];
 
+/** Close code of a device socket whose device was revoked (spec/frames/device-socket.json). */
+export const CLOSE_DEVICE_REVOKED = 4410;
+
 export type ConnectionState = "starting" | "unconfigured" | "disabled" | "connecting" | "online" | "backoff" | "unauthorized";
 
 export interface ProfileDeps {
@@ -241,6 +244,10 @@ export class ProfileClient {
         if (this.socket !== socket) return;
         this.socket = undefined;
         this.deps.log.info("device_socket_closed", { code });
+        if (code === CLOSE_DEVICE_REVOKED) {
+          this.revoked();
+          return;
+        }
         this.fail("socket_closed");
       },
     });
@@ -411,6 +418,20 @@ export class ProfileClient {
       this.state = "backoff";
       this.connectIfIdle();
     }, delay);
+  }
+
+  /**
+   * The service revoked this device's credential: another ticket request would only be refused,
+   * so nothing reconnects until the enrollment changes (an operator enrolls the device again).
+   */
+  private revoked(): void {
+    this.stopHeartbeats();
+    this.welcome = undefined;
+    this.lastError = "revoked";
+    this.state = "unauthorized";
+    if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
+    this.reconnectTimer = undefined;
+    this.deps.log.warn("device_revoked");
   }
 
   private disconnect(): void {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { CONTAINMENT_WITH_FENCE } from "../../src/sessions/popupFence";
 import { BROWSER_EPOCH_KEY } from "../../src/profile/browserEpoch";
-import { CAPABILITIES, CONNECT_TICKET_PATH } from "../../src/profile/profileClient";
+import { CAPABILITIES, CLOSE_DEVICE_REVOKED, CONNECT_TICKET_PATH } from "../../src/profile/profileClient";
 import { CREDENTIAL, DEVICE_TICKET, LEASE_A, LEASE_B, SERVICE_ORIGIN, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 
 const EPOCH = "5f1d2c3b-4a59-4e8f-a7b6-c5d4e3f2a1b0";
@@ -177,6 +177,35 @@ describe("ProfileClient heartbeats and reconnects", () => {
     again?.open();
     await settle();
     expect(again?.framesOf("hello")[0]).toMatchObject({ capacity: { total: 2, free: 1 }, leases: [{ leaseId: LEASE_A.leaseId, tabId }] });
+  });
+});
+
+describe("ProfileClient revocation", () => {
+  it("stops reconnecting when the service closes the device socket as revoked", async () => {
+    useFakeClock();
+    const h = makeHarness({ random: () => 0 });
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const opened = h.sockets.length;
+    device.drop(CLOSE_DEVICE_REVOKED);
+    await settle();
+    await vi.advanceTimersByTimeAsync(60_000);
+    await settle();
+    expect(h.sockets.length).toBe(opened);
+    expect(h.profile.connectionState).toBe("unauthorized");
+  });
+
+  it("reconnects after any other close", async () => {
+    useFakeClock();
+    const h = makeHarness({ random: () => 0 });
+    enroll(h.store);
+    const device = await connectDevice(h);
+    const opened = h.sockets.length;
+    device.drop(4408);
+    await settle();
+    await vi.advanceTimersByTimeAsync(60_000);
+    await settle();
+    expect(h.sockets.length).toBeGreaterThan(opened);
   });
 });
 
