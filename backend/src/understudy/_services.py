@@ -86,6 +86,8 @@ class Services:
             self.coordinator(tenant).arm()
         for session_id in commands.sessions_with_open_commands(self.db):
             self.session_agent(session_id).arm()
+        # Close requests written while no service ran (`understudy sessions close`).
+        await self.revocations.apply_close_requests()
         self.revocations.start()
         self.ready = True
 

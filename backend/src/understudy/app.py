@@ -14,7 +14,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
@@ -34,6 +33,8 @@ from understudy._connection import (
 )
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
+from understudy._reference import PAGES as REFERENCE_PAGES
+from understudy._reference import page as page_bytes
 from understudy._store import commands as command_store
 from understudy._store import credentials, quotas
 from understudy._store import dialogs as dialog_store
@@ -65,7 +66,6 @@ MAX_JSON_DEPTH = 128
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
-DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
 
 @dataclass(frozen=True)
@@ -779,9 +779,20 @@ async def metrics(request: Request[Any, Any, Any]) -> Response[str]:
 
 @get(["/", "/docs", "/docs/{page:str}"], include_in_schema=False)
 async def reference(page: FromPath[str] = "api.html") -> Response[Any]:
-    if page not in ("api.html", "frames.html") or not (DOCS_DIR / page).exists():
+    if page not in ("api.html", "frames.html"):
         raise ProblemError(404, "not_found", "no such page; see /docs")
-    return Response((DOCS_DIR / page).read_bytes(), media_type="text/html; charset=utf-8")
+    return _reference_file(page)
+
+
+@get(["/openapi.yaml", "/openapi.json"], include_in_schema=False)
+async def openapi_document(request: Request[Any, Any, Any]) -> Response[Any]:
+    return _reference_file(request.url.path.removeprefix("/"))
+
+
+def _reference_file(name: str) -> Response[Any]:
+    # Packaged with the code (codegen copies them into understudy.generated), so an installed
+    # wheel serves the same references as a checkout.
+    return Response(page_bytes(name), media_type=REFERENCE_PAGES[name][1])
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -858,6 +869,7 @@ def create_app(services: Services) -> Litestar:
             readyz,
             metrics,
             reference,
+            openapi_document,
         ],
         exception_handlers={
             ProblemError: _on_problem,

@@ -4,7 +4,16 @@ The SQL stays portable to PostgreSQL (`INSERT … ON CONFLICT`, no SQLite-only f
 so a second implementation can be added behind the same functions.
 """
 
-from understudy._store import commands, credentials, dialogs, quotas, sessions, tickets, vault
+from understudy._store import (
+    close_requests,
+    commands,
+    credentials,
+    dialogs,
+    quotas,
+    sessions,
+    tickets,
+    vault,
+)
 from understudy._store._db import Database
 from understudy._store._migrations import (
     LATEST,
@@ -19,6 +28,7 @@ __all__ = [
     "Database",
     "SchemaTooNewError",
     "check_supported",
+    "close_requests",
     "commands",
     "credentials",
     "current_version",
