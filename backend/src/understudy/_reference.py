@@ -6,12 +6,12 @@ installed wheel answers `/docs` and `/openapi.yaml` without the repository aroun
 
 from __future__ import annotations
 
-from importlib import resources
+from importlib import metadata, resources
 from typing import Final
 
 from understudy.generated.versions import API_VERSION, PROTOCOL_VERSIONS
 
-__all__ = ["API_VERSION", "PAGES", "PROTOCOL_VERSIONS", "page"]
+__all__ = ["API_VERSION", "PAGES", "PROTOCOL_VERSIONS", "package_version", "page"]
 
 # Served name -> (file in the package, media type).
 PAGES: Final = {
@@ -25,3 +25,11 @@ PAGES: Final = {
 def page(name: str) -> bytes:
     """The bytes of one packaged reference file (a name from `PAGES`)."""
     return (resources.files("understudy.generated") / "reference" / PAGES[name][0]).read_bytes()
+
+
+def package_version() -> str:
+    """The installed distribution's version ("unknown" in a source tree never installed)."""
+    try:
+        return metadata.version("understudy-backend")
+    except metadata.PackageNotFoundError:
+        return "unknown"

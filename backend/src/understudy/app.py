@@ -31,6 +31,7 @@ from understudy._connection import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_TICKET_REFUSED,
 )
+from understudy._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
 from understudy._reference import PAGES as REFERENCE_PAGES
@@ -298,9 +299,27 @@ def _session_id(value: str) -> str:
 
 @post("/v1/sessions")
 async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
-    who = consumer(request)
     services = _services(request)
+    started = time.perf_counter()  # wall time: the histogram is what the caller waited
+    mode = ["unknown"]  # set once the body says which
+    status = 500
+    try:
+        response = await _create_session(request, services, mode)
+        status = response.status_code or 200
+        return response
+    except ProblemError as exc:
+        status = exc.status
+        raise
+    finally:
+        services.metrics.observe_create(mode[0], status, time.perf_counter() - started)
+
+
+async def _create_session(
+    request: Request[Any, Any, Any], services: Services, mode: list[str]
+) -> Response[Any]:
+    who = consumer(request)
     body = await _body(request)
+    mode[0] = "unattended" if body.strip() else "attended"
     coordinator = services.coordinator(who.tenant)
     keys = request.headers.getall("idempotency-key", [])
     if len(keys) > 1:
@@ -758,23 +777,8 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/metrics")
-async def metrics(request: Request[Any, Any, Any]) -> Response[str]:
-    services = _services(request)
-    services.telemetry.set_gauge(
-        "understudy_sqlite_transactions",
-        services.db.turns,
-        "SQLite transactions (actor turns) since start",
-    )
-    services.telemetry.set_gauge(
-        "understudy_sqlite_commits",
-        services.db.commits,
-        "SQLite COMMITs since start, each one fsync under synchronous=FULL; group commit shares "
-        "one among the turns of a loop iteration",
-    )
-    return Response(
-        services.telemetry.render_prometheus(),
-        media_type="text/plain; version=0.0.4; charset=utf-8",
-    )
+async def metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return Response(_services(request).metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 @get(["/", "/docs", "/docs/{page:str}"], include_in_schema=False)

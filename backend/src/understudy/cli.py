@@ -38,7 +38,6 @@ import sys
 import time
 import uuid
 from dataclasses import replace
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -118,14 +117,10 @@ def _seconds(value: str) -> float:
 
 def version_line() -> str:
     """The package version and the API and protocol versions it speaks (docs/versioning.md)."""
-    from understudy._reference import API_VERSION, PROTOCOL_VERSIONS
+    from understudy._reference import API_VERSION, PROTOCOL_VERSIONS, package_version
 
-    try:
-        package = metadata.version("understudy-backend")
-    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-        package = "unknown"
     protocols = ", ".join(map(str, PROTOCOL_VERSIONS))
-    return f"understudy {package} (HTTP API {API_VERSION}, device protocol {protocols})"
+    return f"understudy {package_version()} (HTTP API {API_VERSION}, device protocol {protocols})"
 
 
 class _Commands:

@@ -171,6 +171,15 @@ def listing(db: Database, *, tenant: str | None = None, ended: bool = False) -> 
     return [_row(r) for r in rows]
 
 
+def counts_by_status(db: Database) -> dict[str, int]:
+    """How many sessions are in each status that is not terminal (for the metrics gauges)."""
+    rows = db.query(
+        "SELECT status, COUNT(*) AS n FROM sessions "
+        "WHERE status NOT IN ('closed','expired','lost') GROUP BY status"
+    )
+    return {r["status"]: int(r["n"]) for r in rows}
+
+
 def tenants_with_unsettled(db: Database) -> list[str]:
     rows = db.query(
         "SELECT DISTINCT tenant FROM sessions WHERE status NOT IN ('closed','expired','lost') "
