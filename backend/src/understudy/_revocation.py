@@ -22,6 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from understudy._connection import CLOSE_REVOKED
+from understudy._problems import ProblemError
 from understudy._store import close_requests, credentials
 from understudy._store import sessions as session_store
 
@@ -90,7 +91,10 @@ class RevocationWatch:
             row = session_store.get(db, session_id)
             outcome = "not_found"
             if row is not None:
-                outcome = (await self.s.coordinator(row.tenant).delete(session_id)).status
+                try:
+                    outcome = (await self.s.coordinator(row.tenant).delete(session_id)).status
+                except ProblemError as exc:  # e.g. gone between the lookup and the turn
+                    outcome = exc.code
             with db.transaction():
                 close_requests.done(db, session_id, outcome, self.s.clock.now())
         await db.durable()
