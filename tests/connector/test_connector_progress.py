@@ -53,7 +53,11 @@ def test_each_request_is_logged_at_debug_with_its_status(
     client, _ = make_client(network_error, outcome())
     with caplog.at_level(logging.DEBUG, logger=LOGGER_NAME):
         client.submit_command(SESSION_ID, SNAPSHOT)
-    debug = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    debug = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == LOGGER_NAME and r.levelno == logging.DEBUG
+    ]
     assert debug[0].startswith(f"POST /v1/sessions/{SESSION_ID}/commands -> ConnectError in ")
     assert debug[1].startswith(f"POST /v1/sessions/{SESSION_ID}/commands -> 200 in ")
 
@@ -102,4 +106,4 @@ def test_a_call_that_never_waits_reports_nothing(
     with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
         client.submit_command(SESSION_ID, SNAPSHOT)
     assert waits == []
-    assert not [r for r in caplog.records if r.levelno >= logging.INFO]
+    assert not [r for r in caplog.records if r.name == LOGGER_NAME and r.levelno >= logging.INFO]
