@@ -38,7 +38,9 @@ def log_config(log_format: str) -> dict[str, Any] | None:
     """uvicorn's `log_config` for the format; None keeps uvicorn's own text configuration."""
     if log_format != "json":
         return None
-    loggers = ("uvicorn", *SERVER_LOGGERS, "understudy")
+    # Litestar gives the root logger and its own a text handler when the app is built; both are
+    # replaced here, so a library's record is a JSON line too.
+    loggers = ("uvicorn", *SERVER_LOGGERS, "understudy", "litestar")
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -58,4 +60,5 @@ def log_config(log_format: str) -> dict[str, Any] | None:
             for name in loggers
             if name != "uvicorn.error"  # propagates to "uvicorn"
         },
+        "root": {"handlers": [HANDLER], "level": "WARNING"},
     }

@@ -49,7 +49,8 @@ def test_text_format_keeps_uvicorns_own_configuration() -> None:
     assert log_config("text") is None
     config = log_config("json")
     assert config is not None
-    assert set(config["loggers"]) == {"uvicorn", "uvicorn.access", "understudy"}
+    assert set(config["loggers"]) == {"uvicorn", "uvicorn.access", "understudy", "litestar"}
+    assert config["root"]["handlers"] == list(config["handlers"])
 
 
 def test_serve_writes_json_lines_to_stderr_when_asked(tmp_path: Path) -> None:
