@@ -19,7 +19,7 @@ GENERATED := backend/src/understudy/generated connector/src/understudy_connector
 EXTENSION_ZIP := extension/understudy-extension.zip
 
 .PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext extension \
-	test run clean fuzz
+	dist test run clean fuzz
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
@@ -69,6 +69,15 @@ extension: ## Build extension/dist and zip it to extension/understudy-extension.
 	cd extension/dist && ../../$(PY) -m zipfile -c ../understudy-extension.zip *
 	@echo "wrote $(EXTENSION_ZIP)"
 
+DIST := dist
+
+dist: extension ## Build both wheels and the extension zip into dist/ (docs/versioning.md)
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) ./backend ./connector
+	cp $(EXTENSION_ZIP) $(DIST)/understudy-extension-$$($(PY) -c \
+		'import json; print(json.load(open("extension/manifest.json"))["version"])').zip
+	@ls -1 $(DIST)
+
 test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-py, test-ext
 	$(MAKE) bootstrap
 	$(MAKE) check-codegen
@@ -92,6 +101,6 @@ bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 f
 	$(PY) -m bench $(if $(QUICK),--quick)
 
 clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)
-	rm -rf extension/dist $(EXTENSION_ZIP) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf extension/dist $(EXTENSION_ZIP) $(DIST) .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune \
 		-exec rm -rf {} +

@@ -157,6 +157,12 @@ class Server:
     async def start(self) -> None:
         """Create the API key with the CLI, start `understudy serve` and wait for /readyz."""
         env = _prepare(self)
+        # Only `migrate` and `serve` create a database; the key is made before the service runs.
+        migrated = await asyncio.create_subprocess_exec(
+            *_understudy_command(), "migrate", env=env, stdout=asyncio.subprocess.DEVNULL
+        )
+        if await migrated.wait() != 0:
+            raise RuntimeError("`understudy migrate` failed")
         created = await asyncio.create_subprocess_exec(
             *_understudy_command(),
             *("keys", "create", "--tenant", TENANT, "--actor", ACTOR),

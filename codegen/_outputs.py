@@ -25,6 +25,7 @@ PY_PACKAGES = {
 }
 TS_DIR = "extension/src/generated"
 DOCS_DIR = "docs/reference"
+BACKEND_REFERENCE = "backend/src/understudy/generated/reference"
 GENERATED_DIRS = (*PY_PACKAGES, TS_DIR, DOCS_DIR)
 
 # Pinned flags: regenerating with the pinned datamodel-code-generator gives byte-identical output.
@@ -87,6 +88,7 @@ def render_all(spec: Spec) -> dict[str, str]:
         files[f"{folder}/_wire.py"] = f"# {HEADER}\n{wire}"
         files[f"{folder}/models.py"] = models.replace("__WIRE_PACKAGE__", package) + unique
         files[f"{folder}/catalog.py"] = catalog
+    files.update(_backend_package_data(spec))
     files[f"{TS_DIR}/wire.ts"] = f"// {HEADER}\n\n" + _json2ts(spec)
     files[f"{TS_DIR}/catalog.ts"] = _ts_catalog(spec)
     docs: dict[str, Callable[[Spec], str]] = {}
@@ -98,7 +100,27 @@ def render_all(spec: Spec) -> dict[str, str]:
         docs = {"api.html": render_api_reference, "frames.html": render_frames_reference}
     for name, render in docs.items():
         files[f"{DOCS_DIR}/{name}"] = render(spec)
+        # The wheel serves them at /docs: a copy inside the package, not a path to the repo.
+        files[f"{BACKEND_REFERENCE}/{name}"] = files[f"{DOCS_DIR}/{name}"]
     return files
+
+
+def _backend_package_data(spec: Spec) -> dict[str, str]:
+    """The spec and the versions it declares, inside the backend package (served and printed)."""
+    from codegen._bundle import OPENAPI
+
+    protocols = spec.defs["ProtocolVersion"]["enum"]
+    versions = (
+        f'# {HEADER}\n"""The versions spec/ declares: `understudy --version` prints them."""\n\n'
+        "from typing import Final\n\n"
+        f"API_VERSION: Final = {json.dumps(str(spec.openapi['info']['version']))}\n"
+        f"PROTOCOL_VERSIONS: Final = {tuple(int(v) for v in protocols)!r}\n"
+    )
+    return {
+        "backend/src/understudy/generated/versions.py": versions,
+        f"{BACKEND_REFERENCE}/openapi.yaml": OPENAPI.read_text(),
+        f"{BACKEND_REFERENCE}/openapi.json": json.dumps(spec.openapi, indent=2) + "\n",
+    }
 
 
 def _datamodel(spec: Spec) -> str:

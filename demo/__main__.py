@@ -170,6 +170,7 @@ async def main_job(args: argparse.Namespace) -> int:
         with report.step("build extension") as step:
             step.detail = _build_extension()
         with report.step("enroll key, device, secret") as step:
+            _understudy(env, "migrate")  # only migrate and serve create a database
             api_key = _token(
                 _understudy(env, "keys", "create", "--tenant", TENANT, "--actor", "main-job"),
                 "api key",

@@ -39,6 +39,14 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.fixture
+def database(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    """`data_dir` with a database, as `understudy migrate` (or a first `serve`) leaves it."""
+    assert main(["migrate"]) == 0
+    capsys.readouterr()
+    return data_dir
+
+
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -131,7 +139,7 @@ def test_a_newer_database_is_refused_by_migrate_build_and_serve(
 
 
 def test_keys_create_list_revoke_store_only_the_digest(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    database: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(capsys, "keys", "create", "--tenant", "acme", "--actor", "bot")
     assert code == 0
@@ -141,7 +149,7 @@ def test_keys_create_list_revoke_store_only_the_digest(
     code, listing, _ = run(capsys, "keys", "list")
     assert code == 0
     assert listing.splitlines() == [f"{key_id}\tacme\tbot\tactive"]
-    stored = database_bytes(data_dir)
+    stored = database_bytes(database)
     assert token.encode() not in stored
     assert token.removeprefix("usk_").encode() not in stored
     assert hashlib.sha256(token.encode()).hexdigest().encode() in stored
@@ -152,7 +160,7 @@ def test_keys_create_list_revoke_store_only_the_digest(
 
 
 def test_devices_enroll_list_revoke_store_only_the_digest(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    database: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, out, _ = run(capsys, "devices", "enroll", "--tenant", "acme", "--device", "laptop-1")
     assert code == 0
@@ -164,7 +172,7 @@ def test_devices_enroll_list_revoke_store_only_the_digest(
     code, listing, _ = run(capsys, "devices", "list")
     assert listing.splitlines() == ["acme\tlaptop-1\toffline"]
     assert credential not in listing
-    stored = database_bytes(data_dir)
+    stored = database_bytes(database)
     assert credential.encode() not in stored
     assert hashlib.sha256(credential.encode()).hexdigest().encode() in stored
 
@@ -173,7 +181,7 @@ def test_devices_enroll_list_revoke_store_only_the_digest(
 
 
 def test_tenants_list_names_every_tenant_with_keys_or_devices(
-    data_dir: Path, capsys: pytest.CaptureFixture[str]
+    database: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run(capsys, "keys", "create", "--tenant", "globex", "--actor", "bot")
     run(capsys, "devices", "enroll", "--tenant", "acme", "--device", "laptop-1")

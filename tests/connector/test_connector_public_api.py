@@ -5,6 +5,9 @@ from __future__ import annotations
 import understudy_connector
 
 PUBLIC = {
+    "LOGGER_NAME",
+    "Wait",
+    "WaitReason",
     "PROBLEM_CLASSES",
     "ApproveHook",
     "AsyncClient",

@@ -131,6 +131,7 @@ class Settings:
         frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
     )
     telemetry_path: Path | None = None
+    log_format: Literal["text", "json"] = "text"
     connection_limits: ConnectionLimits = ConnectionLimits()
 
     def __post_init__(self) -> None:
@@ -300,6 +301,15 @@ def _synchronous(value: object, name: str) -> Literal["FULL", "NORMAL"]:
     raise ConfigError(f"{name}: give FULL (survives power loss, the default) or NORMAL")
 
 
+def _log_format(value: object, name: str) -> Literal["text", "json"]:
+    mode = _text(value, name).lower()
+    if mode == "text":
+        return "text"
+    if mode == "json":
+        return "json"
+    raise ConfigError(f"{name}: give text (the default) or json (one JSON object a line)")
+
+
 def _switch(value: object, name: str) -> bool:
     if isinstance(value, bool):
         return value
@@ -370,6 +380,7 @@ _FIELDS: Final[dict[str, tuple[str, Callable[[object, str], Any]]]] = {
     "sqlite_group_commit": ("UNDERSTUDY_SQLITE_GROUP_COMMIT", _switch),
     "allowed_socket_origins": ("UNDERSTUDY_ALLOWED_SOCKET_ORIGINS", _socket_origins),
     "telemetry_path": ("UNDERSTUDY_TELEMETRY_PATH", _optional_path),
+    "log_format": ("UNDERSTUDY_LOG_FORMAT", _log_format),
     "connection_limits": ("UNDERSTUDY_CONNECTION_LIMITS", _connection_limits),
 }
 

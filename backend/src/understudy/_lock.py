@@ -48,3 +48,22 @@ def lock_data_dir(data_dir: Path) -> int:
 
 def unlock_data_dir(descriptor: int) -> None:
     os.close(descriptor)  # closing the last descriptor releases the flock
+
+
+def data_dir_in_use(data_dir: Path) -> bool:
+    """Whether a serving process holds the data directory's lock right now (a snapshot).
+
+    For the CLI, which never takes the lock for long: it only asks, and releases at once.
+    """
+    path = data_dir / LOCK_FILE
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(descriptor)
+    return False

@@ -8,6 +8,10 @@ committed anything (`PRAGMA data_version`, which reads only the WAL index, no ta
 does it look up the credentials the process is holding open: the device and session sockets,
 and the keys of requests still waiting. A revoked device's sockets close with 4410; a revoked
 key's waits end with 401.
+
+The same check applies the operator's close requests (`understudy sessions close`, rows in
+`close_requests`): each goes through the tenant coordinator's normal close, exactly as a
+`DELETE /v1/sessions/{id}` would, and its outcome is recorded for the waiting CLI.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from understudy._connection import CLOSE_REVOKED
-from understudy._store import credentials
+from understudy._problems import ProblemError
+from understudy._store import close_requests, credentials
 from understudy._store import sessions as session_store
 
 if TYPE_CHECKING:
@@ -77,6 +82,22 @@ class RevocationWatch:
             return
         self._version = version
         await self._sweep()
+        await self.apply_close_requests()
+
+    async def apply_close_requests(self) -> None:
+        """Close every session an operator asked to close, through the coordinator's close."""
+        db = self.s.db
+        for session_id in close_requests.pending(db):
+            row = session_store.get(db, session_id)
+            outcome = "not_found"
+            if row is not None:
+                try:
+                    outcome = (await self.s.coordinator(row.tenant).delete(session_id)).status
+                except ProblemError as exc:  # e.g. gone between the lookup and the turn
+                    outcome = exc.code
+            with db.transaction():
+                close_requests.done(db, session_id, outcome, self.s.clock.now())
+        await db.durable()
 
     async def _sweep(self) -> None:
         db = self.s.db

@@ -18,6 +18,7 @@ import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from understudy._logs import log_config
 from understudy._problems import MEDIA_TYPE, PROBLEM_TYPE_BASE, TITLES
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ def server_config(app: Litestar, services: Services, **overrides: Any) -> uvicor
         # A frame over the bound is refused from its header, before its payload is buffered;
         # the socket closes with 1009 (RFC 6455 §7.4.1).
         "ws_max_size": limits.max_frame_bytes,
+        **({"log_config": config} if (config := log_config(settings.log_format)) else {}),
         **overrides,
     }
     return uvicorn.Config(app, **options)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from understudy import _store
 from understudy._lock import unlock_data_dir
+from understudy._metrics import Metrics
 from understudy._ratelimit import ApproximateLimiter
 from understudy._revocation import RevocationWatch
 from understudy._store import commands, credentials
@@ -45,6 +46,8 @@ class Services:
             self.settings.quota.requests_per_credential_per_min, 60.0, self.clock.now
         )
         self.revocations = RevocationWatch(self)
+        self.metrics = Metrics(self.db)
+        self.telemetry.observe(self.metrics.observe_event)
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
@@ -86,6 +89,8 @@ class Services:
             self.coordinator(tenant).arm()
         for session_id in commands.sessions_with_open_commands(self.db):
             self.session_agent(session_id).arm()
+        # Close requests written while no service ran (`understudy sessions close`).
+        await self.revocations.apply_close_requests()
         self.revocations.start()
         self.ready = True
 

@@ -1,4 +1,4 @@
-"""Content-free operational telemetry: JSON lines plus Prometheus counters.
+"""Content-free operational telemetry: JSON lines, in-memory counts, and observers (`/metrics`).
 
 Callers pass identifiers (tenant, device, session, actor, credential) raw; this module replaces
 each with a keyed, domain-separated pseudonym before anything is stored or written, so no call
@@ -79,8 +79,6 @@ _LOG_SCRUBS: Final = (
 )
 # Machine codes only: no "/", ":", "?", "@" or spaces, so neither URLs nor prose fit.
 _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_EVENTS_METRIC: Final = "understudy_events_total"
 _MEMORY_EVENTS: Final = 10_000
 _PSEUDONYM_CACHE: Final = 100_000  # ids seen recently; cleared whole when full
 _REOPEN_CHECK_S: Final = 1.0
@@ -118,7 +116,7 @@ class Telemetry:
         self._checked_at = -math.inf  # when the sink path was last compared with the stream
         self._pseudonyms: dict[tuple[str, str], str] = {}
         self._counters: dict[tuple[str, str], int] = {}
-        self._gauges: dict[str, tuple[float, str]] = {}
+        self._observers: list[Callable[[dict[str, FieldValue]], None]] = []
 
     @property
     def events(self) -> list[dict[str, FieldValue]]:
@@ -142,7 +140,13 @@ class Telemetry:
         outcome = record.get("outcome", "")
         key = (event, str(outcome).lower() if isinstance(outcome, bool) else str(outcome))
         self._counters[key] = self._counters.get(key, 0) + 1
+        for observer in self._observers:
+            observer(record)
         self._write(record)
+
+    def observe(self, observer: Callable[[dict[str, FieldValue]], None]) -> None:
+        """Call `observer` with every record, after pseudonyms and checks (the metrics use it)."""
+        self._observers.append(observer)
 
     def _clean(self, name: str, value: FieldValue) -> FieldValue:
         if name in IDENTITY_FIELDS:
@@ -206,53 +210,9 @@ class Telemetry:
         if stream is not None:
             stream.close()
 
-    def set_gauge(self, name: str, value: float, help: str) -> None:
-        """Set a gauge shown by :meth:`render_prometheus`."""
-        if not _METRIC_NAME.fullmatch(name) or name == _EVENTS_METRIC:
-            raise TelemetryFieldError(f"{name!r} is not a usable Prometheus metric name")
-        self._gauges[name] = (value, help)
-
     def counter(self, event: str, outcome: str = "") -> int:
         """Return how many ``event`` events with this ``outcome`` were emitted."""
         return self._counters.get((event, outcome), 0)
-
-    def render_prometheus(self) -> str:
-        """Return counters and gauges in the Prometheus text exposition format (version 0.0.4)."""
-        families: dict[str, list[str]] = {
-            _EVENTS_METRIC: [
-                "# HELP understudy_events_total Content-free telemetry events by name and outcome.",
-                f"# TYPE {_EVENTS_METRIC} counter",
-                *(
-                    f'{_EVENTS_METRIC}{{event="{_escape(event)}",outcome="{_escape(outcome)}"}} {n}'
-                    for (event, outcome), n in sorted(self._counters.items())
-                ),
-            ]
-        }
-        for name, (value, help_text) in self._gauges.items():
-            families[name] = [
-                f"# HELP {name} {_escape_help(help_text)}",
-                f"# TYPE {name} gauge",
-                f"{name} {_number(value)}",
-            ]
-        return "".join(line + "\n" for name in sorted(families) for line in families[name])
-
-
-def _escape(label_value: str) -> str:
-    return label_value.replace("\\", r"\\").replace('"', r"\"").replace("\n", r"\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", r"\\").replace("\n", r"\n")
-
-
-def _number(value: float) -> str:
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if isinstance(value, int) or value.is_integer():
-        return str(int(value))
-    return repr(value)
 
 
 class ServerLogFilter(logging.Filter):

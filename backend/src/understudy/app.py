@@ -14,7 +14,6 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
@@ -32,8 +31,11 @@ from understudy._connection import (
     CLOSE_MESSAGE_TOO_BIG,
     CLOSE_TICKET_REFUSED,
 )
+from understudy._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._problems import ProblemError, invalid_request, problem_response
+from understudy._reference import PAGES as REFERENCE_PAGES
+from understudy._reference import page as page_bytes
 from understudy._store import blocked as blocked_store
 from understudy._store import commands as command_store
 from understudy._store import credentials, quotas
@@ -66,7 +68,6 @@ MAX_JSON_DEPTH = 128
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
 RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
-DOCS_DIR = Path(__file__).resolve().parents[3] / "docs" / "reference"
 
 
 @dataclass(frozen=True)
@@ -299,9 +300,27 @@ def _session_id(value: str) -> str:
 
 @post("/v1/sessions")
 async def create_session(request: Request[Any, Any, Any]) -> Response[Any]:
-    who = consumer(request)
     services = _services(request)
+    started = time.perf_counter()  # wall time: the histogram is what the caller waited
+    mode = ["unknown"]  # set once the body says which
+    status = 500
+    try:
+        response = await _create_session(request, services, mode)
+        status = response.status_code or 200
+        return response
+    except ProblemError as exc:
+        status = exc.status
+        raise
+    finally:
+        services.metrics.observe_create(mode[0], status, time.perf_counter() - started)
+
+
+async def _create_session(
+    request: Request[Any, Any, Any], services: Services, mode: list[str]
+) -> Response[Any]:
+    who = consumer(request)
     body = await _body(request)
+    mode[0] = "unattended" if body.strip() else "attended"
     coordinator = services.coordinator(who.tenant)
     keys = request.headers.getall("idempotency-key", [])
     if len(keys) > 1:
@@ -765,30 +784,26 @@ async def readyz(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/metrics")
-async def metrics(request: Request[Any, Any, Any]) -> Response[str]:
-    services = _services(request)
-    services.telemetry.set_gauge(
-        "understudy_sqlite_transactions",
-        services.db.turns,
-        "SQLite transactions (actor turns) since start",
-    )
-    services.telemetry.set_gauge(
-        "understudy_sqlite_commits",
-        services.db.commits,
-        "SQLite COMMITs since start, each one fsync under synchronous=FULL; group commit shares "
-        "one among the turns of a loop iteration",
-    )
-    return Response(
-        services.telemetry.render_prometheus(),
-        media_type="text/plain; version=0.0.4; charset=utf-8",
-    )
+async def metrics(request: Request[Any, Any, Any]) -> Response[bytes]:
+    return Response(_services(request).metrics.render(), media_type=METRICS_CONTENT_TYPE)
 
 
 @get(["/", "/docs", "/docs/{page:str}"], include_in_schema=False)
 async def reference(page: FromPath[str] = "api.html") -> Response[Any]:
-    if page not in ("api.html", "frames.html") or not (DOCS_DIR / page).exists():
+    if page not in ("api.html", "frames.html"):
         raise ProblemError(404, "not_found", "no such page; see /docs")
-    return Response((DOCS_DIR / page).read_bytes(), media_type="text/html; charset=utf-8")
+    return _reference_file(page)
+
+
+@get(["/openapi.yaml", "/openapi.json"], include_in_schema=False)
+async def openapi_document(request: Request[Any, Any, Any]) -> Response[Any]:
+    return _reference_file(request.url.path.removeprefix("/"))
+
+
+def _reference_file(name: str) -> Response[Any]:
+    # Packaged with the code (codegen copies them into understudy.generated), so an installed
+    # wheel serves the same references as a checkout.
+    return Response(page_bytes(name), media_type=REFERENCE_PAGES[name][1])
 
 
 # -- errors ----------------------------------------------------------------------------------------
@@ -865,6 +880,7 @@ def create_app(services: Services) -> Litestar:
             readyz,
             metrics,
             reference,
+            openapi_document,
         ],
         exception_handlers={
             ProblemError: _on_problem,

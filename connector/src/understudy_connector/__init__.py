@@ -56,12 +56,14 @@ from understudy_connector._exceptions import (
 )
 from understudy_connector._hooks import ApproveHook, WriteRequest
 from understudy_connector._lifecycle import SessionState
+from understudy_connector._progress import LOGGER_NAME, Wait, WaitReason
 from understudy_connector._session import AsyncSession, Session
 from understudy_connector._snapshot import find_nodes, find_ref, render_snapshot
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LOGGER_NAME",
     "PROBLEM_CLASSES",
     "ApproveHook",
     "AsyncClient",
@@ -104,6 +106,8 @@ __all__ = [
     "Unauthorized",
     "UnderstudyError",
     "UsageError",
+    "Wait",
+    "WaitReason",
     "WriteRefused",
     "WriteRequest",
     "WritesBlocked",

@@ -23,6 +23,7 @@ from understudy_connector._audit import AuditHook, AuditScope
 from understudy_connector._config import RetryConfig
 from understudy_connector._exceptions import UsageError
 from understudy_connector._flow import Action, Ask, Emit, Flow, FlowContext, Send, Sleep
+from understudy_connector._progress import report_reply, report_wait
 from understudy_connector._session import AsyncSession, Session
 from understudy_connector.generated.catalog import COMMAND_KINDS
 from understudy_connector.generated.models import CommandRequest, UnattendedSessionRequest
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from typing import Self
 
     from understudy_connector._hooks import ApproveHook
+    from understudy_connector._progress import Wait
+
+    ProgressHook = Callable[[Wait], None]
     from understudy_connector.generated import models
 
 T = TypeVar("T")
@@ -53,7 +57,9 @@ class _BaseClient:
         audit: AuditHook | None,
         audit_content: bool,
         clock: Callable[[], float],
+        progress: ProgressHook | None = None,
     ) -> None:
+        self._progress = progress
         if not api_key:
             raise UsageError("an API key is required (a consumer key, usk_...)")
         self._ctx = FlowContext(
@@ -72,6 +78,17 @@ class _BaseClient:
     def __repr__(self) -> str:
         # Never the API key.
         return f"{type(self).__name__}({str(self._ctx.base_url)!r})"
+
+    def _before_sleep(self, action: Sleep) -> None:
+        if action.wait is None:
+            return
+        report_wait(action.wait)
+        if self._progress is not None:
+            self._progress(action.wait)
+
+    def _after_send(self, action: Send, started: float, reply: object) -> None:
+        status = reply.status_code if isinstance(reply, httpx.Response) else type(reply).__name__
+        report_reply(action.method, action.url, status, (self._ctx.clock() - started) * 1000)
 
     def _flow_context(self, audit_content: bool | None) -> FlowContext:
         if audit_content is None:
@@ -180,6 +197,9 @@ class Client(_BaseClient):
         http_timeout: Seconds per HTTP request.
         sleep: How to wait between attempts (tests pass a fake).
         clock: A monotonic clock in seconds (tests pass a fake).
+        progress: Called with a `Wait` before every wait between attempts (retries, polls of
+            a pending command or a provisioning session, waits for capacity), for a progress
+            display; the same waits are logged at INFO on the `understudy_connector` logger.
     """
 
     def __init__(
@@ -194,9 +214,16 @@ class Client(_BaseClient):
         http_timeout: float = DEFAULT_HTTP_TIMEOUT,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
+        progress: ProgressHook | None = None,
     ) -> None:
         super().__init__(
-            base_url, api_key, retry=retry, audit=audit, audit_content=audit_content, clock=clock
+            base_url,
+            api_key,
+            retry=retry,
+            audit=audit,
+            audit_content=audit_content,
+            clock=clock,
+            progress=progress,
         )
         self._sleep = sleep
         self._http = httpx.Client(
@@ -347,13 +374,18 @@ class Client(_BaseClient):
         self, action: Action, audit: AuditHook | None, approve: ApproveHook | None
     ) -> object:
         if isinstance(action, Send):
+            started = self._ctx.clock()
+            reply: httpx.Response | httpx.TransportError
             try:
-                return self._http.request(
+                reply = self._http.request(
                     action.method, action.url, json=action.json, headers=dict(action.headers)
                 )
             except httpx.TransportError as exc:
-                return exc
+                reply = exc
+            self._after_send(action, started, reply)
+            return reply
         if isinstance(action, Sleep):
+            self._before_sleep(action)
             self._sleep(action.seconds)
             return None
         if isinstance(action, Emit):
@@ -378,6 +410,9 @@ class AsyncClient(_BaseClient):
         http_timeout: Seconds per HTTP request.
         sleep: How to wait between attempts (tests pass a fake).
         clock: A monotonic clock in seconds (tests pass a fake).
+        progress: Called with a `Wait` before every wait between attempts (retries, polls of
+            a pending command or a provisioning session, waits for capacity), for a progress
+            display; the same waits are logged at INFO on the `understudy_connector` logger.
     """
 
     def __init__(
@@ -392,9 +427,16 @@ class AsyncClient(_BaseClient):
         http_timeout: float = DEFAULT_HTTP_TIMEOUT,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         clock: Callable[[], float] = time.monotonic,
+        progress: ProgressHook | None = None,
     ) -> None:
         super().__init__(
-            base_url, api_key, retry=retry, audit=audit, audit_content=audit_content, clock=clock
+            base_url,
+            api_key,
+            retry=retry,
+            audit=audit,
+            audit_content=audit_content,
+            clock=clock,
+            progress=progress,
         )
         self._sleep = sleep
         self._http = httpx.AsyncClient(
@@ -517,13 +559,18 @@ class AsyncClient(_BaseClient):
         self, action: Action, audit: AuditHook | None, approve: ApproveHook | None
     ) -> object:
         if isinstance(action, Send):
+            started = self._ctx.clock()
+            reply: httpx.Response | httpx.TransportError
             try:
-                return await self._http.request(
+                reply = await self._http.request(
                     action.method, action.url, json=action.json, headers=dict(action.headers)
                 )
             except httpx.TransportError as exc:
-                return exc
+                reply = exc
+            self._after_send(action, started, reply)
+            return reply
         if isinstance(action, Sleep):
+            self._before_sleep(action)
             await self._sleep(action.seconds)
             return None
         if isinstance(action, Emit):

@@ -38,8 +38,8 @@ from understudy_connector._flow import (
     Send,
     audited,
     exchange,
-    sleep,
     unreachable,
+    waiting,
 )
 from understudy_connector.generated.models import CommandOutcome, CommandPending
 
@@ -102,7 +102,8 @@ def _follow(
 ) -> Flow[CommandOutcome]:
     retry = ctx.retry
     limit = retry.command_timeout if timeout is None else timeout
-    deadline = ctx.clock() + limit
+    started = ctx.clock()
+    deadline = started + limit
     poll = Send("GET", f"{commands_path(session_id)}/{command_id}")
     current = submit if submit is not None else poll
     attempt = resubmits = network_failures = 0
@@ -122,7 +123,16 @@ def _follow(
                     "the same id",
                     command_id,
                 ) from reply
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="network_error",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=command_id,
+            )
             continue
         network_failures = 0
         if reply.status_code == 200:
@@ -135,7 +145,16 @@ def _follow(
             delay = _responses.wait_seconds(reply, retry.default_retry_after)
             if ctx.clock() + delay > deadline:
                 raise OutcomeTimeout(name or pending.name, command_id, limit)
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="pending",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=command_id,
+            )
             current = Send("GET", ctx.same_origin(reply.headers.get("location"), poll.url))
             continue
         error = _responses.problem(reply, operation)
@@ -146,14 +165,32 @@ def _follow(
             delay = retry.backoff(resubmits)
             if resubmits > retry.resubmit_attempts or ctx.clock() + delay > deadline:
                 raise error
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="not_started",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=command_id,
+            )
             current = submit
             continue
         if isinstance(error, _WAIT_FOR_SLOT) and submit is not None:
             delay = retry.default_retry_after if error.retry_after is None else error.retry_after
             if ctx.clock() + delay > deadline:
                 raise error
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="busy",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=command_id,
+            )
             current = submit
             continue
         raise error

@@ -25,6 +25,7 @@ from understudy_connector._exceptions import (
     ResponseValidationError,
     UnderstudyError,
 )
+from understudy_connector._progress import Wait
 
 if TYPE_CHECKING:
     from uuid import UUID
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from understudy_connector._audit import AuditEvent, AuditScope
     from understudy_connector._config import RetryConfig
     from understudy_connector._hooks import WriteRequest
+    from understudy_connector._progress import WaitReason
 
 T = TypeVar("T")
 
@@ -48,9 +50,10 @@ class Send:
 
 @dataclass(frozen=True)
 class Sleep:
-    """Wait before the next attempt."""
+    """Wait before the next attempt; `wait` says why, for the log and progress callbacks."""
 
     seconds: float
+    wait: Wait | None = None
 
 
 @dataclass(frozen=True)
@@ -133,9 +136,33 @@ def unreachable(
     return BackendUnreachable(message + advice, command_id=command_id)
 
 
-def sleep(seconds: float) -> Flow[None]:
-    """Wait `seconds`."""
-    yield Sleep(seconds)
+def sleep(seconds: float, wait: Wait | None = None) -> Flow[None]:
+    """Wait `seconds`, for the reason `wait` gives."""
+    yield Sleep(seconds, wait)
+
+
+def waiting(
+    ctx: FlowContext,
+    seconds: float,
+    *,
+    operation: str,
+    reason: WaitReason,
+    attempt: int,
+    started: float,
+    timeout: float | None = None,
+    subject: object = None,
+) -> Flow[None]:
+    """Wait `seconds` before request number `attempt` of a call that began at `started`."""
+    wait = Wait(
+        operation=operation,
+        reason=reason,
+        seconds=seconds,
+        attempt=attempt,
+        elapsed=round(ctx.clock() - started, 3),
+        timeout=timeout,
+        subject=None if subject is None else str(subject),
+    )
+    yield Sleep(seconds, wait)
 
 
 def ask(request: WriteRequest) -> Flow[bool]:

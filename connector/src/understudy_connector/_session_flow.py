@@ -31,8 +31,8 @@ from understudy_connector._flow import (
     Send,
     audited,
     exchange,
-    sleep,
     unreachable,
+    waiting,
 )
 from understudy_connector._lifecycle import SessionLifecycle, SessionState
 from understudy_connector.generated.models import (
@@ -182,10 +182,25 @@ def wait_terminal(
         CloseTimeout: Still not terminal after `timeout` (default `RetryConfig.close_timeout`).
     """
     limit = ctx.retry.close_timeout if timeout is None else timeout
-    deadline = ctx.clock() + limit
+    started = ctx.clock()
+    deadline = started + limit
     delay = CLOSE_POLL_INITIAL
+    attempt = 1
+
+    def wait() -> Flow[None]:
+        return waiting(
+            ctx,
+            delay,
+            operation="getSession",
+            reason="closing",
+            attempt=attempt,
+            started=started,
+            timeout=limit,
+            subject=session_id,
+        )
+
     if not poll_first:
-        yield from sleep(delay)
+        yield from wait()
     while True:
         try:
             current = yield from get_session(ctx, scope, session_id)
@@ -199,7 +214,8 @@ def wait_terminal(
         if ctx.clock() + delay > deadline:
             status = "closing" if current is None else current.status
             raise CloseTimeout(session_id, limit, status)
-        yield from sleep(delay)
+        attempt += 1
+        yield from wait()
         delay = min(delay * 2, CLOSE_POLL_MAX)
 
 
@@ -236,7 +252,8 @@ def _create(
 ) -> Flow[Session]:
     retry = ctx.retry
     limit = retry.create_timeout if timeout is None else timeout
-    deadline = ctx.clock() + limit
+    started = ctx.clock()
+    deadline = started + limit
     headers = {} if idempotency_key is None else {"Idempotency-Key": str(idempotency_key)}
     payload = None if body is None else body.to_wire()
     post = Send("POST", "/v1/sessions", json=payload, headers=headers)
@@ -260,7 +277,16 @@ def _create(
                 else:
                     why = ""
                 raise unreachable(ctx, operation, reply, why) from reply
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="network_error",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=created,
+            )
             continue
         failures = 0
         if reply.status_code in (200, 201, 202):
@@ -271,7 +297,16 @@ def _create(
             delay = _responses.wait_seconds(reply, retry.default_retry_after)
             if ctx.clock() + delay > deadline:
                 raise ProvisioningTimeout(session.session_id, limit)
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="provisioning",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=created,
+            )
             fallback = session_path(session.session_id)
             current = Send("GET", ctx.same_origin(reply.headers.get("location"), fallback))
             continue
@@ -284,13 +319,31 @@ def _create(
             delay = retry.default_retry_after if error.retry_after is None else error.retry_after
             if ctx.clock() + delay > deadline:
                 raise ProvisioningTimeout(created, limit)
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="rate_limited",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=created,
+            )
             continue
         if isinstance(error, NoDeviceAvailable) and current is post:
             delay = retry.default_retry_after if error.retry_after is None else error.retry_after
             if ctx.clock() + delay > deadline:
                 raise error
-            yield from sleep(delay)
+            yield from waiting(
+                ctx,
+                delay,
+                operation=operation,
+                reason="no_device",
+                attempt=attempt + 1,
+                started=started,
+                timeout=limit,
+                subject=created,
+            )
             continue
         raise error
 
@@ -298,6 +351,7 @@ def _create(
 def _repeatable(ctx: FlowContext, scope: AuditScope, send: Send) -> Flow[httpx.Response]:
     """Send a request that is safe to repeat, repeating it after network errors."""
     failures = 0
+    started = ctx.clock()
     while True:
         reply = yield from exchange(ctx, scope, send, failures + 1)
         if isinstance(reply, httpx.Response):
@@ -305,4 +359,11 @@ def _repeatable(ctx: FlowContext, scope: AuditScope, send: Send) -> Flow[httpx.R
         failures += 1
         if failures > ctx.retry.network_attempts:
             raise unreachable(ctx, scope.operation, reply) from reply
-        yield from sleep(ctx.retry.backoff(failures))
+        yield from waiting(
+            ctx,
+            ctx.retry.backoff(failures),
+            operation=scope.operation,
+            reason="network_error",
+            attempt=failures + 1,
+            started=started,
+        )

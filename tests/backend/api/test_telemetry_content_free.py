@@ -35,7 +35,8 @@ SHOP = "https://shop-qx7.example"
 BANK = "https://bank-qx7.example"
 PROFILE = "profile-state-key-qx7"
 SERVER_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
-METRIC = re.compile(r'^understudy_events_total\{event="([^"]+)",outcome="([^"]*)"\} (\d+)$')
+# prometheus_client writes counter values as floats ("3.0").
+METRIC = re.compile(r'^understudy_events_total\{event="([^"]+)",outcome="([^"]*)"\} (\d+)\.0$')
 
 
 @pytest.fixture
@@ -232,9 +233,14 @@ async def test_a_full_lifecycle_leaves_no_identifiers_in_telemetry_or_logs(
     assert exported == dict(recorded)
     assert exported[("quota.decision", "refused")] == 1
     # And the SQLite counters: a full lifecycle took turns, fewer COMMITs than turns or as many.
-    gauges = {
+    sqlite = {
         name: float(value)
         for name, _, value in (line.partition(" ") for line in lines)
-        if name in ("understudy_sqlite_transactions", "understudy_sqlite_commits")
+        if name in ("understudy_sqlite_transactions_total", "understudy_sqlite_commits_total")
     }
-    assert 0 < gauges["understudy_sqlite_commits"] <= gauges["understudy_sqlite_transactions"]
+    assert "# TYPE understudy_sqlite_commits_total counter" in lines
+    assert (
+        0
+        < sqlite["understudy_sqlite_commits_total"]
+        <= sqlite["understudy_sqlite_transactions_total"]
+    )

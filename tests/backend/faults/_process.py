@@ -82,7 +82,8 @@ class Credentials:
 
 
 def prepare_data_dir(data_dir: Path, *, devices: int, secrets: dict[str, str]) -> Credentials:
-    """Create a consumer key, enroll `devices` devices and store `secrets`, all with the CLI."""
+    """Create the database, a consumer key, `devices` devices and `secrets`, all with the CLI."""
+    _cli(data_dir, "migrate")
     printed = _cli(data_dir, "keys", "create", "--tenant", TENANT, "--actor", "faults")
     key = re.search(r"^api key: (\S+)$", printed, re.MULTILINE)
     assert key is not None, printed

@@ -132,37 +132,15 @@ def test_path_sink_follows_rotation(
     assert [json.loads(line)["event"] for line in current] == ["device.connected"]
 
 
-def test_counters_render_in_prometheus_text_format(keys: Keys) -> None:
+def test_observers_see_each_record_after_pseudonyms_and_checks(keys: Keys) -> None:
     telemetry = Telemetry(None, keys)
-    telemetry.emit("auth.refused", outcome="refused", reason="unknown_credential")
+    seen: list[dict[str, _telemetry.FieldValue]] = []
+    telemetry.observe(seen.append)
     telemetry.emit("auth.accepted", outcome="ok", tenant=TENANT)
-    telemetry.emit("auth.accepted", outcome="ok", tenant="other")
-    telemetry.emit("device.offline", device=DEVICE)
-    telemetry.set_gauge("understudy_devices_online", 3, "Devices with a live control socket.")
-    telemetry.set_gauge("understudy_active_sessions", 1.5, "Sessions not yet terminal.")
-    assert telemetry.counter("auth.accepted", "ok") == 2
-    assert telemetry.render_prometheus() == (
-        "# HELP understudy_active_sessions Sessions not yet terminal.\n"
-        "# TYPE understudy_active_sessions gauge\n"
-        "understudy_active_sessions 1.5\n"
-        "# HELP understudy_devices_online Devices with a live control socket.\n"
-        "# TYPE understudy_devices_online gauge\n"
-        "understudy_devices_online 3\n"
-        "# HELP understudy_events_total Content-free telemetry events by name and outcome.\n"
-        "# TYPE understudy_events_total counter\n"
-        'understudy_events_total{event="auth.accepted",outcome="ok"} 2\n'
-        'understudy_events_total{event="auth.refused",outcome="refused"} 1\n'
-        'understudy_events_total{event="device.offline",outcome=""} 1\n'
-    )
-    assert TENANT not in telemetry.render_prometheus()
-
-
-def test_gauge_names_are_checked(keys: Keys) -> None:
-    telemetry = Telemetry(None, keys)
     with pytest.raises(TelemetryFieldError):
-        telemetry.set_gauge("bad name", 1, "x")
-    with pytest.raises(TelemetryFieldError):
-        telemetry.set_gauge("understudy_events_total", 1, "x")
+        telemetry.emit("command.outcome", outcome="ok", title="Secret page")
+    assert [r["event"] for r in seen] == ["auth.accepted"]
+    assert seen[0]["tenant"] == pseudonym(keys, "tenant", TENANT)
 
 
 def test_refused_event_is_not_counted(keys: Keys) -> None:

@@ -6,6 +6,7 @@ so a second implementation can be added behind the same functions.
 
 from understudy._store import (
     blocked,
+    close_requests,
     commands,
     credentials,
     dialogs,
@@ -29,6 +30,7 @@ __all__ = [
     "SchemaTooNewError",
     "blocked",
     "check_supported",
+    "close_requests",
     "commands",
     "credentials",
     "current_version",

@@ -149,6 +149,18 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        4,
+        "operator close requests: `understudy sessions close` asks the service to close",
+        """
+        CREATE TABLE close_requests (
+            session_id TEXT PRIMARY KEY,
+            requested_at REAL NOT NULL,
+            done_at REAL,
+            outcome TEXT
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

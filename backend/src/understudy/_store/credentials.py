@@ -112,6 +112,17 @@ def tenants(db: Database) -> list[str]:
     return [r["tenant"] for r in rows]
 
 
+def online_capacity(db: Database) -> tuple[int, int]:
+    """(online devices, tabs their sessions hold), across tenants, for the metrics gauges."""
+    online = db.one("SELECT COUNT(*) AS n FROM devices WHERE online = 1 AND revoked_at IS NULL")
+    held = db.one(
+        "SELECT COUNT(*) AS n FROM sessions s JOIN devices d "
+        "ON s.tenant = d.tenant AND s.device_id = d.device_id "
+        "WHERE s.capacity_held = 1 AND d.online = 1 AND d.revoked_at IS NULL"
+    )
+    return (int(online["n"]) if online else 0, int(held["n"]) if held else 0)
+
+
 def revoke_device(db: Database, tenant: str, device_id: str, now: float) -> bool:
     return (
         db.execute(

@@ -156,6 +156,30 @@ def next_deadline(db: Database, tenant: str, *, offline_after_s: float) -> float
     return None if due is None else float(due)
 
 
+def listing(db: Database, *, tenant: str | None = None, ended: bool = False) -> list[SessionRow]:
+    """Sessions for the operator CLI, oldest first: the unfinished ones (live or closing), or
+    with `ended` the terminal tombstones too; of one tenant or of all."""
+    where = ["1 = 1" if ended else "status NOT IN ('closed','expired','lost')"]
+    params: dict[str, Any] = {}
+    if tenant is not None:
+        where.append("tenant = :tenant")
+        params["tenant"] = tenant
+    rows = db.query(
+        f"SELECT * FROM sessions WHERE {' AND '.join(where)} ORDER BY created_at",  # noqa: S608
+        params,
+    )
+    return [_row(r) for r in rows]
+
+
+def counts_by_status(db: Database) -> dict[str, int]:
+    """How many sessions are in each status that is not terminal (for the metrics gauges)."""
+    rows = db.query(
+        "SELECT status, COUNT(*) AS n FROM sessions "
+        "WHERE status NOT IN ('closed','expired','lost') GROUP BY status"
+    )
+    return {r["status"]: int(r["n"]) for r in rows}
+
+
 def tenants_with_unsettled(db: Database) -> list[str]:
     rows = db.query(
         "SELECT DISTINCT tenant FROM sessions WHERE status NOT IN ('closed','expired','lost') "

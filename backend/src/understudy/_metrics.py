@@ -1,0 +1,168 @@
+"""`/metrics`: the process's Prometheus registry, fed by telemetry events and read at scrape.
+
+Counters and histograms are updated from the content-free telemetry records (after pseudonyms
+and the allow-list, so a label can only ever be a short machine code: an event name, an outcome,
+a state, a command name or kind). Gauges of the current state (sessions by state, online
+devices, free capacity) and the SQLite counters are read when scraped, so they are right after
+a restart and cost nothing between scrapes. One registry per `Services`, not the global one: a
+test process runs many services side by side.
+
+    understudy_events_total{event,outcome}                 every telemetry event
+    understudy_lifecycle_transitions_total{from_state,to_state}   e.g. to_state="lost"
+    understudy_command_duration_seconds{command,kind}      admitted -> reported outcome
+    understudy_session_create_duration_seconds{mode,status}   POST /v1/sessions, as answered
+    understudy_sessions{state}                             sessions not finished, by state
+    understudy_devices_online, understudy_device_free_tabs
+    understudy_sqlite_transactions_total, understudy_sqlite_commits_total
+    understudy_build_info{version,api_version,protocol_versions}
+    process_*, python_gc_*, python_info                   the client library's collectors
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from understudy._lifecycle import LIVE, SessionState
+from understudy._reference import API_VERSION, PROTOCOL_VERSIONS, package_version
+from understudy._store import credentials
+from understudy._store import sessions as session_store
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from understudy._store import Database
+
+# Text exposition 0.0.4: what generate_latest writes and every Prometheus version scrapes.
+# Litestar appends "; charset=utf-8" to text/* media types itself.
+CONTENT_TYPE: Final = "text/plain; version=0.0.4"
+DEVICE_TABS: Final = 2
+# The `_created` series (a timestamp per label set) double every family for no use here: a
+# scraper sees a restart from `process_start_time_seconds`. The switch is process-wide.
+disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
+# Seconds. Reads answer in milliseconds; writes wait for the device's grant and result, and a
+# command's own deadline is at most 60 s.
+COMMAND_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# An unattended create waits up to 5 s for the tab; an attended one is a single turn.
+CREATE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+# Sessions not finished: the live states and closing (waiting for the device's acknowledgement).
+UNFINISHED: Final = tuple(sorted({*LIVE, SessionState.CLOSING}))
+
+
+class _StateCollector:
+    """Gauges and counters read from the database and the connection at scrape time."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def collect(self) -> Iterable[Metric]:
+        by_state = session_store.counts_by_status(self._db)
+        sessions = GaugeMetricFamily(
+            "understudy_sessions",
+            "Sessions not finished (live or closing), by lifecycle state.",
+            labels=["state"],
+        )
+        for state in UNFINISHED:
+            sessions.add_metric([state.value], by_state.get(state.value, 0))
+        yield sessions
+        online, held = credentials.online_capacity(self._db)
+        yield GaugeMetricFamily(
+            "understudy_devices_online", "Devices with an open device socket.", value=online
+        )
+        yield GaugeMetricFamily(
+            "understudy_device_free_tabs",
+            "Tabs the online devices can still give new sessions (2 per device, minus those held).",
+            value=max(0, online * DEVICE_TABS - held),
+        )
+        yield CounterMetricFamily(
+            "understudy_sqlite_transactions",
+            "SQLite transactions (actor turns) since start.",
+            value=self._db.turns,
+        )
+        yield CounterMetricFamily(
+            "understudy_sqlite_commits",
+            "SQLite COMMITs since start, each one fsync under synchronous=FULL; group commit "
+            "shares one among the turns of a loop iteration.",
+            value=self._db.commits,
+        )
+
+
+class Metrics:
+    """The Prometheus registry of one serving process."""
+
+    def __init__(self, db: Database) -> None:
+        self.registry = registry = CollectorRegistry()
+        self._events = Counter(
+            "understudy_events",
+            "Content-free telemetry events by name and outcome.",
+            ["event", "outcome"],
+            registry=registry,
+        )
+        self._transitions = Counter(
+            "understudy_lifecycle_transitions",
+            "Session lifecycle transitions by origin and target state.",
+            ["from_state", "to_state"],
+            registry=registry,
+        )
+        self._commands = Histogram(
+            "understudy_command_duration_seconds",
+            "Commands from admission to the outcome the extension reported, by command and kind.",
+            ["command", "kind"],
+            buckets=COMMAND_BUCKETS,
+            registry=registry,
+        )
+        self._creates = Histogram(
+            "understudy_session_create_duration_seconds",
+            "POST /v1/sessions from request to answer, by mode and HTTP status.",
+            ["mode", "status"],
+            buckets=CREATE_BUCKETS,
+            registry=registry,
+        )
+        Info("understudy_build", "The running build.", registry=registry).info(build_labels())
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+        registry.register(_StateCollector(db))
+
+    def observe_event(self, record: Mapping[str, str | int | bool]) -> None:
+        """Count one telemetry record (already content-free)."""
+        event = str(record["event"])
+        outcome = record.get("outcome", "")
+        self._events.labels(event, _text(outcome)).inc()
+        if event == "lifecycle.transition":
+            self._transitions.labels(
+                _text(record.get("from_state", "")), _text(record.get("to_state", ""))
+            ).inc()
+        elif event == "command.outcome" and "latency_ms" in record:
+            seconds = int(record["latency_ms"]) / 1000
+            self._commands.labels(_text(record["command"]), _text(record["kind"])).observe(seconds)
+
+    def observe_create(self, mode: str, status: int, seconds: float) -> None:
+        self._creates.labels(mode, str(status)).observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _text(value: str | int | bool) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def build_labels() -> dict[str, str]:
+    return {
+        "version": package_version(),
+        "api_version": API_VERSION,
+        "protocol_versions": ",".join(map(str, PROTOCOL_VERSIONS)),
+    }

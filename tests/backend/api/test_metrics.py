@@ -1,0 +1,116 @@
+"""`/metrics` as a Prometheus scraper reads it: names, types, labels and values that move with
+what the service did."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.backend.conftest import idem, unattended
+from understudy.generated.versions import API_VERSION
+
+if TYPE_CHECKING:
+    from prometheus_client import Metric
+
+    from tests.backend.conftest import Backend
+
+
+async def scrape(backend: Backend) -> dict[str, Metric]:
+    async with httpx.AsyncClient(base_url=backend.url, timeout=10) as http:
+        response = await http.get("/metrics")  # unauthenticated, as a scraper asks
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    return {family.name: family for family in text_string_to_metric_families(response.text)}
+
+
+def value(families: dict[str, Metric], sample: str, **labels: str) -> float:
+    family = families[sample.removesuffix("_total").removesuffix("_count").removesuffix("_sum")]
+    matches = [
+        s.value
+        for s in family.samples
+        if s.name == sample and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(matches) == 1, (sample, labels, family.samples)
+    return matches[0]
+
+
+async def test_metrics_follow_sessions_devices_commands_and_the_lifecycle(
+    backend: Backend,
+) -> None:
+    before = await scrape(backend)
+    assert value(before, "understudy_devices_online") == 0
+    assert value(before, "understudy_sessions", state="connected") == 0
+    build = value(before, "understudy_build_info", api_version=API_VERSION)
+    assert build == 1
+    assert before["understudy_build_info"].samples[0].labels["protocol_versions"] == "1,2"
+    assert "process_resident_memory_bytes" in before
+    assert "python_gc_collections" in before
+    assert before["understudy_sqlite_commits"].type == "counter"
+    assert not [name for name in before if name.endswith("_created")]
+
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
+        assert created.status_code == 201, created.text
+        session_id = created.json()["sessionId"]
+        await backend.settle()
+        command = {"commandId": str(uuid.uuid4()), "command": {"name": "snapshot"}}
+        answered = await http.post(f"/v1/sessions/{session_id}/commands", json=command)
+        assert answered.status_code == 200, answered.text
+
+        during = await scrape(backend)
+        assert value(during, "understudy_devices_online") == 1
+        assert value(during, "understudy_device_free_tabs") == 1
+        assert value(during, "understudy_sessions", state="connected") == 1
+        assert (
+            value(
+                during,
+                "understudy_session_create_duration_seconds_count",
+                mode="unattended",
+                status="201",
+            )
+            == 1
+        )
+        assert (
+            value(
+                during,
+                "understudy_command_duration_seconds_count",
+                command="snapshot",
+                kind="read",
+            )
+            == 1
+        )
+        assert (
+            value(
+                during,
+                "understudy_lifecycle_transitions_total",
+                from_state="provisioning",
+                to_state="connected",
+            )
+            == 1
+        )
+
+        # The runbook's "watch lost": the device goes silent and the 90 s grace passes.
+        await device.stop()
+        await backend.settle()
+        await backend.clock.advance(91)
+        await backend.settle()
+        assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "lost"
+
+    after = await scrape(backend)
+    lost = [
+        s
+        for s in after["understudy_lifecycle_transitions"].samples
+        if s.name.endswith("_total") and s.labels["to_state"] == "lost"
+    ]
+    assert [s.value for s in lost] == [1.0]
+    assert value(after, "understudy_sessions", state="connected") == 0
+    assert value(after, "understudy_devices_online") == 0
+    assert value(after, "understudy_device_free_tabs") == 0
+    assert value(after, "understudy_events_total", event="device.offline", outcome="") == 1
+    assert value(after, "understudy_sqlite_transactions_total") >= value(
+        after, "understudy_sqlite_commits_total"
+    )
