@@ -58,6 +58,10 @@ ADVICE: Final[dict[str, str]] = {
     "element_not_interactable": (
         "the element is hidden, disabled or covered: scroll it into view or pick another element"
     ),
+    "element_obscured": (
+        "another element (the error names it) is on top of the target: close or dismiss it, "
+        "scroll, or pick another element"
+    ),
     "origin_not_allowed": (
         "that origin is outside the session's allowed origins: stay within them, or ask the "
         "operator to start a session that allows it"
