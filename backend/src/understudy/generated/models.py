@@ -330,9 +330,9 @@ class TypeCommand(WireModel):
     """
     Press Enter after typing.
     """
-    delivery: Literal["keys", "insert"] | None = "keys"
+    delivery: Literal["keys", "insert"] | None = None
     """
-    How the text reaches the page. `keys` (the default): a key press per character (keydown, keypress, input, keyup), as a person typing; characters no key produces (outside printable ASCII: emoji, CJK, accented letters) arrive as text input, as from an input method. `insert`: the whole text as one text insertion (input events only, no key events), faster for long text.
+    How the text reaches the page. `keys` (when absent; no default is written, so a device that predates this field keeps accepting `type`): a key press per character (keydown, keypress, input, keyup), as a person typing; characters no key produces (outside printable ASCII: emoji, CJK, accented letters) arrive as text input, as from an input method. `insert`: the whole text as one text insertion (input events only, no key events), faster for long text.
     """
 
 
