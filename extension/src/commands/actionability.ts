@@ -64,8 +64,9 @@ export async function waitUntilStable(ctx: CommandContext, backendNodeId: number
 
 /**
  * Whether `hit` is the target for a pointer: the target itself, anything inside it (through
- * shadow roots and same-process frames), or a <label> whose control is the target (a click there
- * reaches the control, as the browser forwards label clicks).
+ * shadow roots and same-process frames), an <area> of the image map an <img> target uses, or a
+ * <label> whose control is the target (a click there reaches the control, as the browser
+ * forwards label clicks).
  */
 const HIT_FUNCTION = `function (hit) {
   for (let n = hit; n; ) {
@@ -75,6 +76,10 @@ const HIT_FUNCTION = `function (hit) {
     else if (n.nodeType === 9 && n.defaultView) n = n.defaultView.frameElement;
     else n = null;
   }
+  // An image map's <area> is hit in place of the <img> that uses the map.
+  const map = hit.localName === "area" ? hit.closest("map") : null;
+  const useMap = typeof this.useMap === "string" ? this.useMap : "";
+  if (map !== null && useMap !== "" && (useMap === "#" + map.name || useMap === "#" + map.id)) return "target";
   const label = hit.closest ? hit.closest("label") : null;
   return label !== null && label.control === this ? "label" : "other";
 }`;
