@@ -124,7 +124,32 @@ def routes() -> dict[str, Route]:
             )
         )
 
-    return {"/overlay": overlay, "/accordion": accordion, "/keys": keys}
+    def controls(hit: Hit) -> Reply:
+        del hit
+        return Reply(
+            _page(
+                "Controls",
+                "<h1>Controls</h1>"
+                # A custom checkbox: the styled label lies on top of the real input.
+                '<p style="position:relative;height:40px">'
+                '<input type=checkbox id=agree style="position:absolute;left:8px;top:8px"'
+                " onchange=\"terms.textContent = 'terms ' + (this.checked ? 'agreed' : 'open')\">"
+                '<label for=agree style="position:absolute;left:0;top:0;width:140px;height:36px;'
+                'background:#ccd">Agree to terms</label></p>'
+                "<p id=terms>terms open</p>"
+                # A shadow-DOM button whose label is slotted light DOM.
+                "<fancy-button><span>Send it</span></fancy-button><p id=sent>not sent</p>"
+                "<script>customElements.define('fancy-button', class extends HTMLElement {"
+                "  constructor() { super(); const root = this.attachShadow({ mode: 'open' });"
+                "    root.innerHTML = '<button style=\"padding:12px\"><slot></slot></button>';"
+                "    root.querySelector('button').addEventListener('click', () => {"
+                "      document.getElementById('sent').textContent = 'sent'; }); } });"
+                "const terms = document.getElementById('terms');"
+                "</script>",
+            )
+        )
+
+    return {"/overlay": overlay, "/accordion": accordion, "/keys": keys, "/controls": controls}
 
 
 @dataclass
@@ -202,6 +227,19 @@ async def test_a_click_on_a_covered_button_fails_naming_the_overlay_and_presses_
         )
         await env.agent.run(session_id, {"name": "click", "ref": buy})
         await env.agent.wait_text(session_id, "bought 1")
+
+
+async def test_a_click_lands_through_a_label_on_its_control_and_slotted_shadow_content(
+    env: Env,
+) -> None:
+    async with session(env) as session_id:
+        page = await env.agent.open_page(session_id, env.site.url("/controls"))
+        await env.agent.run(
+            session_id, {"name": "click", "ref": ref(page, "checkbox", "Agree to terms")}
+        )
+        await env.agent.wait_text(session_id, "terms agreed")
+        await env.agent.run(session_id, {"name": "click", "ref": ref(page, "button", "Send it")})
+        await env.agent.wait_text(session_id, "sent")
 
 
 async def test_a_click_on_a_button_still_sliding_lands_where_it_comes_to_rest(env: Env) -> None:

@@ -71,7 +71,11 @@ export async function waitUntilStable(ctx: CommandContext, backendNodeId: number
 const HIT_FUNCTION = `function (hit) {
   for (let n = hit; n; ) {
     if (n === this) return "target";
-    if (n.parentNode) n = n.parentNode;
+    // Up the rendered (flat) tree: slotted content sits inside the slot it renders in, so a hit
+    // on a <span> slotted into a shadow <button> is a hit on the button. (A closed shadow root
+    // hides assignedSlot; such a hit then climbs the light tree.)
+    if (n.assignedSlot) n = n.assignedSlot;
+    else if (n.parentNode) n = n.parentNode;
     else if (n.nodeType === 11 && n.host) n = n.host;
     else if (n.nodeType === 9 && n.defaultView) n = n.defaultView.frameElement;
     else n = null;
