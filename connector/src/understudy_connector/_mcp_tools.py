@@ -75,6 +75,10 @@ ADVICE: Final[dict[str, str]] = {
         "the condition did not hold in time: call snapshot to check the page, or wait longer "
         "(timeoutMs)"
     ),
+    "deadline_exceeded": (
+        "the write stopped part-way to answer before its deadline (the error says how far it "
+        "got): call snapshot to see the page, then send the rest or a faster form of it"
+    ),
     "cdp_error": "the browser reported an error: call snapshot, then try again",
 }
 

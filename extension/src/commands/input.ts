@@ -83,6 +83,12 @@ async function fillElement(ctx: CommandContext, backendNodeId: number, value: st
   }
 }
 
+/**
+ * Time `type` keeps in hand before the deadline to stop typing, let the write's settle window run
+ * and deliver its result.
+ */
+export const TYPE_DEADLINE_RESERVE_MS = 1_500;
+
 /** Characters a key of a US keyboard produces: printable ASCII. */
 const KEYED_CHARACTER = /^[\x20-\x7e]$/;
 
@@ -94,13 +100,27 @@ const KEYED_CHARACTER = /^[\x20-\x7e]$/;
  * which as text never press Enter (and submit a form) by surprise: `submit` does that.
  */
 async function typeByKeys(ctx: CommandContext, text: string): Promise<void> {
+  const characters = [...text];
+  let typed = 0;
   let pending = "";
   const flush = async (): Promise<void> => {
     if (pending === "") return;
     await ctx.cdp.send("Input.insertText", { text: pending });
     pending = "";
   };
-  for (const character of text) {
+  for (const character of characters) {
+    // A key press costs a few milliseconds (two CDP round trips), so long text can outlast the
+    // command: stop in time to answer a durable failure that says how far typing got, rather
+    // than run past the deadline into an unknown outcome.
+    if (ctx.deadlineMs - ctx.now() < TYPE_DEADLINE_RESERVE_MS) {
+      await flush();
+      throw new CommandError(
+        "deadline_exceeded",
+        `Typed ${typed} of ${characters.length} characters before the command's deadline; the field holds the text up to there. ` +
+          'Key-by-key typing takes a few milliseconds a character: send long text with delivery "insert" (or fill), or type the rest in shorter pieces.',
+      );
+    }
+    typed += 1;
     const definition = KEYED_CHARACTER.test(character) ? keyDefinition(character) : undefined;
     if (definition?.text === undefined) {
       pending += character;

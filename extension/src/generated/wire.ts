@@ -278,6 +278,7 @@ export type CommandErrorCode =
   | "tab_not_owned"
   | "tab_closed"
   | "wait_timeout"
+  | "deadline_exceeded"
   | "cdp_error";
 /**
  * Every command of the catalog.

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import type { FakeSocket } from "../fakes/fakeSocket";
-import { LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
+import { FUTURE, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 import { installLoginPage, read, refOf, write } from "../fakes/page";
 
 async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; tabId: number; session: FakeSocket }> {
@@ -108,6 +108,26 @@ describe("input commands", () => {
     expect(result).toMatchObject({ outcome: "succeeded" });
     expect(h.chrome.callsOf("Input.insertText").map((c) => c.params)).toEqual([{ text: "jane" }]);
     expect(h.chrome.callsOf("Input.dispatchKeyEvent")).toEqual([]);
+  });
+
+  it("stops typing in time to fail deadline_exceeded, saying how far it got", async () => {
+    // The clock stands 3 s before the grant's deadline, and every key press takes a second.
+    let clock = Date.parse(FUTURE) - 3_000;
+    const h = makeHarness({ now: () => clock });
+    enroll(h.store);
+    installLoginPage(h.chrome);
+    const device = await connectDevice(h);
+    const { session } = await provision(h, device, LEASE_A, ["https://example.com"]);
+    h.chrome.handlers.set("Input.dispatchKeyEvent", (params) => {
+      if (params.type === "keyDown") clock += 1_000;
+      return {};
+    });
+    const ref = await refOf(session, "textbox", "Email");
+    const result = await write(session, { name: "type", ref, text: "ab中def" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "deadline_exceeded" } });
+    expect(String((result?.error as { message: string }).message)).toContain("Typed 2 of 6 characters");
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyDown").map((c) => c.params.text)).toEqual(["a", "b"]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyUp")).toHaveLength(2);
   });
 
   it("refuses an unknown delivery before focusing or typing anything", async () => {

@@ -562,6 +562,7 @@ CommandErrorCode = TypeAliasType(
             "tab_not_owned",
             "tab_closed",
             "wait_timeout",
+            "deadline_exceeded",
             "cdp_error",
         ],
         Field(examples=["stale_ref"], title="CommandErrorCode"),
