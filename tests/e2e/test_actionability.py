@@ -290,3 +290,24 @@ async def test_type_delivers_characters_no_key_produces_as_text(env: Env) -> Non
         assert text_of(snap, "keyed:") == (
             "keyed: keydown 1, keypress 1, input 2, keyup 1 value [a中文😀é]"
         )
+
+
+async def test_typing_too_long_for_the_deadline_fails_durably_saying_how_far_it_got(
+    env: Env,
+) -> None:
+    async with session(env) as session_id:
+        page = await env.agent.open_page(session_id, env.site.url("/keys"))
+        # Key by key, this much text takes far longer than one command may.
+        text = "a" * 10_000
+        error = await env.agent.failure(
+            session_id, {"name": "type", "ref": ref(page, "textbox", "Keyed"), "text": text}
+        )
+        assert error["code"] == "deadline_exceeded", error
+        typed = int(error["message"].split()[1])
+        assert 0 < typed < len(text), error
+        assert f"Typed {typed} of {len(text)} characters" in error["message"]
+        # Every character the error counts arrived as a whole key press (the snapshot shortens
+        # the long value, so the counts are compared).
+        assert text_of(await env.agent.snapshot(session_id), "keyed:").startswith(
+            f"keyed: keydown {typed}, keypress {typed}, input {typed}, keyup {typed} value [aaa"
+        )
