@@ -20,11 +20,14 @@ export const STABLE_FRAMES = 2;
 /**
  * Samples the element's box once per animation frame until it stays the same for `frames`
  * consecutive frames. "stable", "moving" (still changing when `maxMs` ran out), "detached", or
- * "unrendered" when the page painted no frame at all in that time (a throttled page: nothing
- * can be judged, so the caller goes on as before this check existed).
+ * "unrendered" when the document is hidden or painted no frame at all in that time (nothing can
+ * be judged, so the caller goes on as before this check existed).
  */
 const STABILITY_FUNCTION = `function (maxMs, frames) {
   const el = this;
+  // A hidden document (a session's tab behind another in its window) paints no frames; waiting
+  // for some would only stall every click by maxMs.
+  if (document.visibilityState !== "visible") return Promise.resolve("unrendered");
   return new Promise((resolve) => {
     let last = null;
     let same = 0;
