@@ -58,6 +58,10 @@ ADVICE: Final[dict[str, str]] = {
     "element_not_interactable": (
         "the element is hidden, disabled or covered: scroll it into view or pick another element"
     ),
+    "element_obscured": (
+        "another element (the error names it) is on top of the target: close or dismiss it, "
+        "scroll, or pick another element"
+    ),
     "origin_not_allowed": (
         "that origin is outside the session's allowed origins: stay within them, or ask the "
         "operator to start a session that allows it"
@@ -70,6 +74,10 @@ ADVICE: Final[dict[str, str]] = {
     "wait_timeout": (
         "the condition did not hold in time: call snapshot to check the page, or wait longer "
         "(timeoutMs)"
+    ),
+    "deadline_exceeded": (
+        "the write stopped part-way to answer before its deadline (the error says how far it "
+        "got): call snapshot to see the page, then send the rest or a faster form of it"
     ),
     "cdp_error": "the browser reported an error: call snapshot, then try again",
 }

@@ -83,13 +83,81 @@ async function fillElement(ctx: CommandContext, backendNodeId: number, value: st
   }
 }
 
+/**
+ * Time `type` keeps in hand before the deadline to stop typing, let the write's settle window run
+ * and deliver its result.
+ */
+export const TYPE_DEADLINE_RESERVE_MS = 1_500;
+
+/** Characters a key of a US keyboard produces: printable ASCII. */
+const KEYED_CHARACTER = /^[\x20-\x7e]$/;
+
+/**
+ * Types `text` a key press per character, as a person would: keyDown with the character's text
+ * (Chromium then fires keydown, keypress, beforeinput and input) and keyUp. Characters no key
+ * produces (emoji, CJK, accented letters) reach the page as an input method delivers them, a
+ * text insertion with input events and no key events; so do control characters such as "\n",
+ * which as text never press Enter (and submit a form) by surprise: `submit` does that.
+ */
+async function typeByKeys(ctx: CommandContext, text: string): Promise<void> {
+  const characters = [...text];
+  let typed = 0;
+  let pending = "";
+  const flush = async (): Promise<void> => {
+    if (pending === "") return;
+    await ctx.cdp.send("Input.insertText", { text: pending });
+    pending = "";
+  };
+  for (const character of characters) {
+    // A key press costs a few milliseconds (two CDP round trips), so long text can outlast the
+    // command: stop in time to answer a durable failure that says how far typing got, rather
+    // than run past the deadline into an unknown outcome.
+    if (ctx.deadlineMs - ctx.now() < TYPE_DEADLINE_RESERVE_MS) {
+      await flush();
+      throw new CommandError(
+        "deadline_exceeded",
+        `Typed ${typed} of ${characters.length} characters before the command's deadline; the field holds the text up to there. ` +
+          'Key-by-key typing takes a few milliseconds a character: send long text with delivery "insert" (or fill), or type the rest in shorter pieces.',
+      );
+    }
+    typed += 1;
+    const definition = KEYED_CHARACTER.test(character) ? keyDefinition(character) : undefined;
+    if (definition?.text === undefined) {
+      pending += character;
+      continue;
+    }
+    await flush();
+    const base = { key: definition.key, code: definition.code, windowsVirtualKeyCode: definition.keyCode, modifiers: 0 };
+    await ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyDown", text: definition.text, unmodifiedText: definition.text });
+    await ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyUp" });
+  }
+  await flush();
+}
+
+/** How `type` hands its text to the page; chosen (and an unknown choice refused) before acting. */
+function deliveryOf(ctx: CommandContext, delivery: NonNullable<TypeCommand["delivery"]>): (text: string) => Promise<void> {
+  switch (delivery) {
+    case "keys":
+      return (text) => typeByKeys(ctx, text);
+    case "insert":
+      return async (text) => {
+        await ctx.cdp.send("Input.insertText", { text });
+      };
+    default: {
+      const unreachable: never = delivery;
+      throw new CommandError("invalid_arguments", `${String(unreachable).slice(0, 32)} is not a delivery; use keys or insert.`);
+    }
+  }
+}
+
 export async function planType(ctx: CommandContext, command: TypeCommand): Promise<WritePlan> {
   const target = await resolveTarget(ctx, command.ref);
+  const deliver = deliveryOf(ctx, command.delivery ?? "keys");
   return {
     preview: elementPreview(target),
     act: async () => {
       await ctx.cdp.send("DOM.focus", { backendNodeId: target.backendNodeId });
-      if (command.text !== "") await ctx.cdp.send("Input.insertText", { text: command.text });
+      if (command.text !== "") await deliver(command.text);
       if (command.submit === true) await pressKey(ctx, "Enter", 0);
     },
   };

@@ -1,10 +1,13 @@
 /**
  * `click`, `hover`, `scroll`: pointer input at the centre of a resolved element's box
- * (DOM.getBoxModel + Input.dispatchMouseEvent), after scrolling it into view. A dry-run click
- * also previews the navigation the element declares (see clickNavigation.ts).
+ * (DOM.getBoxModel + Input.dispatchMouseEvent), after scrolling it into view and waiting for the
+ * box to stop moving. A click is hit-tested at that point first and fails `element_obscured`
+ * when something else is on top (see actionability.ts). A dry-run click also previews the
+ * navigation the element declares (see clickNavigation.ts).
  */
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { ClickCommand, HoverCommand, ScrollCommand } from "../generated/wire";
+import { assertHitsTarget, waitUntilStable } from "./actionability";
 import { clickNavigationPreview } from "./clickNavigation";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
 import { MODIFIER_BITS } from "./keys";
@@ -20,6 +23,9 @@ async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<{ x
     if (error instanceof StaleAuthorityError) throw error;
     // Not every node can scroll (text, hidden); getBoxModel below decides whether it is usable.
   }
+  // A box read mid-transition (an opening accordion, a smooth scroll) sends the press where the
+  // element was, not where it comes to rest.
+  await waitUntilStable(ctx, backendNodeId);
   let box: BoxModel;
   try {
     box = await ctx.cdp.send<BoxModel>("DOM.getBoxModel", { backendNodeId });
@@ -50,6 +56,9 @@ export async function planClick(ctx: CommandContext, command: ClickCommand, dryR
     preview: { ...elementPreview(target), ...navigation },
     act: async () => {
       const { x, y } = await centreOf(ctx, target.backendNodeId);
+      // Before any input event: a covered target fails with nothing pressed, instead of the
+      // press landing on whatever is on top (a cookie wall, a modal's backdrop).
+      await assertHitsTarget(ctx, target.backendNodeId, x, y);
       await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseMoved", x, y, modifiers });
       await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mousePressed", x, y, button, clickCount, modifiers });
       await ctx.cdp.send("Input.dispatchMouseEvent", { type: "mouseReleased", x, y, button, clickCount, modifiers });

@@ -270,6 +270,7 @@ export type CommandErrorCode =
   | "stale_ref"
   | "ref_not_found"
   | "element_not_interactable"
+  | "element_obscured"
   | "origin_not_allowed"
   | "navigation_failed"
   | "secret_not_found"
@@ -277,6 +278,7 @@ export type CommandErrorCode =
   | "tab_not_owned"
   | "tab_closed"
   | "wait_timeout"
+  | "deadline_exceeded"
   | "cdp_error";
 /**
  * Every command of the catalog.
@@ -1362,7 +1364,7 @@ export interface ReloadCommand {
   name: "reload";
 }
 /**
- * Click the element a ref names.
+ * Click the element a ref names, at the centre of its box once the box has stopped moving (an animation or transition). The point is hit-tested first: when another element is on top there, the click fails `element_obscured` naming it, and nothing is pressed.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "ClickCommand".
@@ -1417,6 +1419,10 @@ export interface TypeCommand {
    * Press Enter after typing.
    */
   submit?: boolean;
+  /**
+   * How the text reaches the page. `keys` (when absent; no default is written, so a device that predates this field keeps accepting `type`): a key press per character (keydown, keypress, input, keyup), as a person typing; characters no key produces (outside printable ASCII: emoji, CJK, accented letters) arrive as text input, as from an input method. `insert`: the whole text as one text insertion (input events only, no key events), faster for long text.
+   */
+  delivery?: "keys" | "insert";
 }
 /**
  * Replace the value of an editable element.

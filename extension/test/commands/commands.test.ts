@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import type { FakeSocket } from "../fakes/fakeSocket";
-import { LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
+import { FUTURE, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 import { installLoginPage, read, refOf, write } from "../fakes/page";
 
 async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; tabId: number; session: FakeSocket }> {
@@ -67,16 +67,77 @@ describe("navigation commands", () => {
 });
 
 describe("input commands", () => {
-  it("types into the focused element and presses Enter when asked", async () => {
+  it("types a key press per character into the focused element and presses Enter when asked", async () => {
     const { h, session } = await ready();
     const ref = await refOf(session, "textbox", "Email");
-    await write(session, { name: "type", ref, text: "jane", submit: true });
+    const result = await write(session, { name: "type", ref, text: "jA 1", submit: true });
+    expect(result).toMatchObject({ outcome: "succeeded" });
     expect(h.chrome.callsOf("DOM.focus")[0]?.params).toEqual({ backendNodeId: 43 });
-    expect(h.chrome.callsOf("Input.insertText")[0]?.params).toEqual({ text: "jane" });
-    expect(h.chrome.callsOf("Input.dispatchKeyEvent").map((c) => [c.params.type, c.params.key])).toEqual([
-      ["keyDown", "Enter"],
-      ["keyUp", "Enter"],
+    expect(h.chrome.callsOf("Input.insertText")).toEqual([]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").map((c) => [c.params.type, c.params.key, c.params.code, c.params.text])).toEqual([
+      ["keyDown", "j", "KeyJ", "j"],
+      ["keyUp", "j", "KeyJ", undefined],
+      ["keyDown", "A", "KeyA", "A"],
+      ["keyUp", "A", "KeyA", undefined],
+      ["keyDown", " ", "Space", " "],
+      ["keyUp", " ", "Space", undefined],
+      ["keyDown", "1", "Digit1", "1"],
+      ["keyUp", "1", "Digit1", undefined],
+      ["keyDown", "Enter", "Enter", "\r"],
+      ["keyUp", "Enter", "Enter", undefined],
     ]);
+    // Focus first, then the keys in order.
+    const methods = h.chrome.calls.map((c) => c.method);
+    expect(methods.indexOf("DOM.focus")).toBeLessThan(methods.indexOf("Input.dispatchKeyEvent"));
+  });
+
+  it("delivers characters no key produces as text insertions, in order between the keyed ones", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Email");
+    await write(session, { name: "type", ref, text: "a中文😀b\nc" });
+    const sequence = h.chrome.calls
+      .filter((c) => c.method === "Input.insertText" || (c.method === "Input.dispatchKeyEvent" && c.params.type === "keyDown"))
+      .map((c) => (c.method === "Input.insertText" ? `insert:${String(c.params.text)}` : `key:${String(c.params.text)}`));
+    expect(sequence).toEqual(["key:a", "insert:中文😀", "key:b", "insert:\n", "key:c"]);
+  });
+
+  it("inserts the whole text at once with delivery insert, sending no key events", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Email");
+    const result = await write(session, { name: "type", ref, text: "jane", delivery: "insert" });
+    expect(result).toMatchObject({ outcome: "succeeded" });
+    expect(h.chrome.callsOf("Input.insertText").map((c) => c.params)).toEqual([{ text: "jane" }]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent")).toEqual([]);
+  });
+
+  it("stops typing in time to fail deadline_exceeded, saying how far it got", async () => {
+    // The clock stands 3 s before the grant's deadline, and every key press takes a second.
+    let clock = Date.parse(FUTURE) - 3_000;
+    const h = makeHarness({ now: () => clock });
+    enroll(h.store);
+    installLoginPage(h.chrome);
+    const device = await connectDevice(h);
+    const { session } = await provision(h, device, LEASE_A, ["https://example.com"]);
+    h.chrome.handlers.set("Input.dispatchKeyEvent", (params) => {
+      if (params.type === "keyDown") clock += 1_000;
+      return {};
+    });
+    const ref = await refOf(session, "textbox", "Email");
+    const result = await write(session, { name: "type", ref, text: "ab中def" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "deadline_exceeded" } });
+    expect(String((result?.error as { message: string }).message)).toContain("Typed 2 of 6 characters");
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyDown").map((c) => c.params.text)).toEqual(["a", "b"]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyUp")).toHaveLength(2);
+  });
+
+  it("refuses an unknown delivery before focusing or typing anything", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Email");
+    const result = await write(session, { name: "type", ref, text: "jane", delivery: "teleport" });
+    expect(result).toMatchObject({ outcome: "failed", error: { code: "invalid_arguments" } });
+    expect(h.chrome.callsOf("DOM.focus")).toEqual([]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent")).toEqual([]);
+    expect(h.chrome.callsOf("Input.insertText")).toEqual([]);
   });
 
   it("presses keys with modifiers and refuses unknown key names", async () => {

@@ -23,9 +23,21 @@ export function installLoginPage(chrome: FakeChrome): void {
   chrome.handlers.set("DOM.describeNode", (params) => ({
     node: { attributes: params.backendNodeId === PASSWORD_NODE ? ["type", "password", "name", "pw"] : ["type", "text"] },
   }));
-  chrome.handlers.set("DOM.getBoxModel", () => ({ model: { content: [10, 20, 110, 20, 110, 60, 10, 60] } }));
+  // Every node has the same box, and the hit test answers the node whose box was read last: an
+  // uncovered page. Tests that cover an element replace DOM.getNodeForLocation.
+  let lastBoxNode = 0;
+  chrome.handlers.set("DOM.getBoxModel", (params) => {
+    lastBoxNode = Number(params.backendNodeId);
+    return { model: { content: [10, 20, 110, 20, 110, 60, 10, 60] } };
+  });
+  chrome.handlers.set("DOM.getNodeForLocation", () => ({ backendNodeId: lastBoxNode, frameId: "main" }));
   chrome.handlers.set("DOM.resolveNode", (params) => ({ object: { objectId: `obj-${String(params.backendNodeId)}` } }));
-  chrome.handlers.set("Runtime.callFunctionOn", () => ({ result: { value: "ok" } }));
+  chrome.handlers.set("Runtime.callFunctionOn", (params) => ({ result: { value: pageFunctionAnswer(String(params.functionDeclaration)) } }));
+}
+
+/** What the login page's script answers: its boxes never move, everything else is "ok". */
+export function pageFunctionAnswer(functionDeclaration: string): string {
+  return functionDeclaration.includes("requestAnimationFrame") ? "stable" : "ok";
 }
 
 /** Sends a read and returns the read_result the extension answered with. */

@@ -285,7 +285,7 @@ class ReloadCommand(WireModel):
 
 class ClickCommand(WireModel):
     """
-    Click the element a ref names.
+    Click the element a ref names, at the centre of its box once the box has stopped moving (an animation or transition). The point is hit-tested first: when another element is on top there, the click fails `element_obscured` naming it, and nothing is pressed.
     """
 
     model_config = ConfigDict(
@@ -329,6 +329,10 @@ class TypeCommand(WireModel):
     submit: bool | None = False
     """
     Press Enter after typing.
+    """
+    delivery: Literal["keys", "insert"] | None = None
+    """
+    How the text reaches the page. `keys` (when absent; no default is written, so a device that predates this field keeps accepting `type`): a key press per character (keydown, keypress, input, keyup), as a person typing; characters no key produces (outside printable ASCII: emoji, CJK, accented letters) arrive as text input, as from an input method. `insert`: the whole text as one text insertion (input events only, no key events), faster for long text.
     """
 
 
@@ -550,6 +554,7 @@ CommandErrorCode = TypeAliasType(
             "stale_ref",
             "ref_not_found",
             "element_not_interactable",
+            "element_obscured",
             "origin_not_allowed",
             "navigation_failed",
             "secret_not_found",
@@ -557,6 +562,7 @@ CommandErrorCode = TypeAliasType(
             "tab_not_owned",
             "tab_closed",
             "wait_timeout",
+            "deadline_exceeded",
             "cdp_error",
         ],
         Field(examples=["stale_ref"], title="CommandErrorCode"),
