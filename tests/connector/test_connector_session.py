@@ -91,6 +91,7 @@ COMMAND_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]
         {"name": "click", "ref": "g2e14", "button": "right", "clickCount": 2},
     ),
     "hover": (("g2e9",), {}, {"name": "hover", "ref": "g2e9"}),
+    "focus": (("g2e7",), {}, {"name": "focus", "ref": "g2e7"}),
     "type": (
         ("g2e7", "hello"),
         {"submit": True},

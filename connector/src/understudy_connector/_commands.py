@@ -150,6 +150,11 @@ def hover(ref: str) -> m.HoverCommand:
     return m.HoverCommand(name="hover", ref=ref)
 
 
+@_checked("focus")
+def focus(ref: str) -> m.FocusCommand:
+    return m.FocusCommand(name="focus", ref=ref)
+
+
 @_checked("type")
 def type_text(ref: str, text: str, *, submit: bool) -> m.TypeCommand:
     return m.TypeCommand(name="type", ref=ref, text=text, submit=submit)

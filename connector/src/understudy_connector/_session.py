@@ -318,6 +318,10 @@ class Session(_SessionBase):
         """Move the pointer over the element `ref` names."""
         return self._write(build.hover(ref), dry_run)
 
+    def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
+        return self._write(build.focus(ref), dry_run)
+
     def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False
     ) -> WriteResult:
@@ -530,6 +534,10 @@ class AsyncSession(_SessionBase):
     async def hover(self, ref: str, *, dry_run: bool = False) -> WriteResult:
         """Move the pointer over the element `ref` names."""
         return await self._write(build.hover(ref), dry_run)
+
+    async def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
+        return await self._write(build.focus(ref), dry_run)
 
     async def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False

@@ -180,6 +180,7 @@ export type WriteCommandName =
   | "reload"
   | "click"
   | "hover"
+  | "focus"
   | "type"
   | "fill"
   | "fill_secret"
@@ -233,6 +234,7 @@ export type Command =
   | ReloadCommand
   | ClickCommand
   | HoverCommand
+  | FocusCommand
   | TypeCommand
   | FillCommand
   | FillSecretCommand
@@ -298,6 +300,7 @@ export type CommandName =
   | "reload"
   | "click"
   | "hover"
+  | "focus"
   | "type"
   | "fill"
   | "fill_secret"
@@ -1403,6 +1406,16 @@ export interface ClickCommand {
  */
 export interface HoverCommand {
   name: "hover";
+  ref: Ref;
+}
+/**
+ * Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "FocusCommand".
+ */
+export interface FocusCommand {
+  name: "focus";
   ref: Ref;
 }
 /**

@@ -65,6 +65,7 @@ CommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "focus",
             "type",
             "fill",
             "fill_secret",
@@ -101,6 +102,7 @@ WriteCommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "focus",
             "type",
             "fill",
             "fill_secret",
@@ -312,6 +314,18 @@ class HoverCommand(WireModel):
         extra="forbid",
     )
     name: Literal["hover"]
+    ref: Ref
+
+
+class FocusCommand(WireModel):
+    """
+    Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["focus"]
     ref: Ref
 
 
@@ -1756,6 +1770,7 @@ Command = TypeAliasType(
         | ReloadCommand
         | ClickCommand
         | HoverCommand
+        | FocusCommand
         | TypeCommand
         | FillCommand
         | FillSecretCommand
@@ -1842,6 +1857,7 @@ class WriteResult(WireModel):
         "reload",
         "click",
         "hover",
+        "focus",
         "type",
         "fill",
         "fill_secret",
