@@ -36,7 +36,13 @@ if TYPE_CHECKING:
 
     from understudy_connector._audit import AuditHook
     from understudy_connector._client import AsyncClient, Client
-    from understudy_connector._commands import Button, ImageFormat, Modifier, SnapshotFormat
+    from understudy_connector._commands import (
+        Button,
+        ElementState,
+        ImageFormat,
+        Modifier,
+        SnapshotFormat,
+    )
     from understudy_connector._flow import Flow, FlowContext
     from understudy_connector._hooks import ApproveHook
     from understudy_connector.generated import models
@@ -284,11 +290,18 @@ class Session(_SessionBase):
         text: str | None = None,
         text_gone: str | None = None,
         url_contains: str | None = None,
+        ref: str | None = None,
+        state: ElementState | None = None,
         timeout_ms: int = 5000,
     ) -> WaitForResult:
-        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        """Wait for text, its absence, a URL part, or element `ref` reaching `state` (give one)."""
         command = build.wait_for(
-            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+            text=text,
+            text_gone=text_gone,
+            url_contains=url_contains,
+            ref=ref,
+            state=state,
+            timeout_ms=timeout_ms,
         )
         return expect(self.execute(command), WaitForResult, "wait_for")
 
@@ -501,11 +514,18 @@ class AsyncSession(_SessionBase):
         text: str | None = None,
         text_gone: str | None = None,
         url_contains: str | None = None,
+        ref: str | None = None,
+        state: ElementState | None = None,
         timeout_ms: int = 5000,
     ) -> WaitForResult:
-        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        """Wait for text, its absence, a URL part, or element `ref` reaching `state` (give one)."""
         command = build.wait_for(
-            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+            text=text,
+            text_gone=text_gone,
+            url_contains=url_contains,
+            ref=ref,
+            state=state,
+            timeout_ms=timeout_ms,
         )
         return expect(await self.execute(command), WaitForResult, "wait_for")
 

@@ -253,7 +253,7 @@ export type SnapshotId1 = string;
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "WaitCondition".
  */
-export type WaitCondition = TextCondition | UrlCondition;
+export type WaitCondition = TextCondition | UrlCondition | ElementCondition;
 /**
  * Name of a secret in the tenant's vault.
  *
@@ -1328,6 +1328,14 @@ export interface TextCondition {
 export interface UrlCondition {
   kind: "url_matches";
   urlContains: string;
+}
+/**
+ * The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+ */
+export interface ElementCondition {
+  kind: "element_state";
+  ref: Ref;
+  state: "visible" | "hidden" | "enabled" | "stable" | "attached";
 }
 /**
  * Load a URL in the session's tab; its origin must be in the session's allowed origins.

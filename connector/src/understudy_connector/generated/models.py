@@ -143,14 +143,28 @@ class UrlCondition(WireModel):
     ]
 
 
+class ElementCondition(WireModel):
+    """
+    The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["element_state"]
+    ref: Ref
+    state: Literal["visible", "hidden", "enabled", "stable", "attached"]
+
+
 WaitCondition = TypeAliasType(
     "WaitCondition",
     Annotated[
-        TextCondition | UrlCondition,
+        TextCondition | UrlCondition | ElementCondition,
         Field(
             examples=[
                 {"kind": "text_appears", "text": "Welcome"},
                 {"kind": "url_matches", "urlContains": "/dashboard"},
+                {"kind": "element_state", "ref": "g2e5", "state": "visible"},
             ],
             title="WaitCondition",
         ),
