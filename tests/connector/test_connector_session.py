@@ -91,6 +91,7 @@ COMMAND_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]
         {"name": "click", "ref": "g2e14", "button": "right", "clickCount": 2},
     ),
     "hover": (("g2e9",), {}, {"name": "hover", "ref": "g2e9"}),
+    "focus": (("g2e7",), {}, {"name": "focus", "ref": "g2e7"}),
     "type": (
         ("g2e7", "hello"),
         {"submit": True},
@@ -165,6 +166,18 @@ async def test_each_async_method_sends_its_command_and_returns_its_typed_result(
     assert isinstance(result, RESULT_TYPES.get(name, models.WriteResult))
     assert backend.calls == [CREATE, SUBMIT, DELETE]
     assert backend.requests[1].body["command"] == wire
+
+
+def test_wait_for_an_element_state_sends_an_element_condition(make_client: MakeClient) -> None:
+    client, backend = make_client(session(201), outcome("wait_for"), tombstone())
+    with client.session(**UNATTENDED) as live:
+        result = live.wait_for(ref="g2e5", state="hidden", timeout_ms=2000)
+    assert result.matched is True
+    assert backend.requests[1].body["command"] == {
+        "name": "wait_for",
+        "condition": {"kind": "element_state", "ref": "g2e5", "state": "hidden"},
+        "timeoutMs": 2000,
+    }
 
 
 def test_snapshot_refs_are_plain_values_passed_back_to_writes(make_client: MakeClient) -> None:
@@ -284,6 +297,9 @@ def test_a_failed_outcome_raises_command_failed_with_its_code(make_client: MakeC
         ("snapshot", (), {"max_nodes": 0}),
         ("wait_for", (), {}),
         ("wait_for", (), {"text": "a", "url_contains": "/b"}),
+        ("wait_for", (), {"ref": "g2e5"}),
+        ("wait_for", (), {"ref": "g2e5", "state": "visible", "text": "a"}),
+        ("wait_for", (), {"ref": "button-3", "state": "visible"}),
         ("press_key", ("",), {}),
     ],
 )

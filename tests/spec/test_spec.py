@@ -122,6 +122,7 @@ def test_every_command_is_read_or_write_and_the_catalog_is_complete() -> None:
         "reload",
         "click",
         "hover",
+        "focus",
         "type",
         "fill",
         "fill_secret",

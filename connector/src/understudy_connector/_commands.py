@@ -26,6 +26,7 @@ Button = Literal["left", "middle", "right"]
 Modifier = Literal["Alt", "Control", "Meta", "Shift"]
 ImageFormat = Literal["png", "jpeg"]
 SnapshotFormat = Literal["nodes", "compact", "both"]
+ElementState = Literal["visible", "hidden", "enabled", "stable", "attached"]
 
 
 def invalid_arguments(command: str, error: ValidationError) -> UsageError:
@@ -105,13 +106,28 @@ def screenshot(*, format: ImageFormat, quality: int | None, max_width: int) -> m
 
 @_checked("wait_for")
 def wait_for(
-    *, text: str | None, text_gone: str | None, url_contains: str | None, timeout_ms: int
+    *,
+    text: str | None,
+    text_gone: str | None,
+    url_contains: str | None,
+    ref: str | None = None,
+    state: ElementState | None = None,
+    timeout_ms: int,
 ) -> m.WaitForCommand:
+    if (ref is None) != (state is None):
+        raise UsageError(
+            "wait_for needs ref and state together, such as ref='g2e5', state='visible'"
+        )
+    element = ref is not None
     given = [value for value in (text, text_gone, url_contains) if value is not None]
-    if len(given) != 1:
-        raise UsageError("wait_for needs exactly one of text, text_gone or url_contains")
-    condition: m.TextCondition | m.UrlCondition
-    if text is not None:
+    if len(given) + element != 1:
+        raise UsageError(
+            "wait_for needs exactly one of text, text_gone, url_contains or ref with state"
+        )
+    condition: m.TextCondition | m.UrlCondition | m.ElementCondition
+    if ref is not None and state is not None:
+        condition = m.ElementCondition(kind="element_state", ref=ref, state=state)
+    elif text is not None:
         condition = m.TextCondition(kind="text_appears", text=text)
     elif text_gone is not None:
         condition = m.TextCondition(kind="text_disappears", text=text_gone)
@@ -148,6 +164,11 @@ def click(ref: str, *, button: Button, click_count: int) -> m.ClickCommand:
 @_checked("hover")
 def hover(ref: str) -> m.HoverCommand:
     return m.HoverCommand(name="hover", ref=ref)
+
+
+@_checked("focus")
+def focus(ref: str) -> m.FocusCommand:
+    return m.FocusCommand(name="focus", ref=ref)
 
 
 @_checked("type")

@@ -36,7 +36,13 @@ if TYPE_CHECKING:
 
     from understudy_connector._audit import AuditHook
     from understudy_connector._client import AsyncClient, Client
-    from understudy_connector._commands import Button, ImageFormat, Modifier, SnapshotFormat
+    from understudy_connector._commands import (
+        Button,
+        ElementState,
+        ImageFormat,
+        Modifier,
+        SnapshotFormat,
+    )
     from understudy_connector._flow import Flow, FlowContext
     from understudy_connector._hooks import ApproveHook
     from understudy_connector.generated import models
@@ -284,11 +290,18 @@ class Session(_SessionBase):
         text: str | None = None,
         text_gone: str | None = None,
         url_contains: str | None = None,
+        ref: str | None = None,
+        state: ElementState | None = None,
         timeout_ms: int = 5000,
     ) -> WaitForResult:
-        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        """Wait for text, its absence, a URL part, or element `ref` reaching `state` (give one)."""
         command = build.wait_for(
-            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+            text=text,
+            text_gone=text_gone,
+            url_contains=url_contains,
+            ref=ref,
+            state=state,
+            timeout_ms=timeout_ms,
         )
         return expect(self.execute(command), WaitForResult, "wait_for")
 
@@ -317,6 +330,10 @@ class Session(_SessionBase):
     def hover(self, ref: str, *, dry_run: bool = False) -> WriteResult:
         """Move the pointer over the element `ref` names."""
         return self._write(build.hover(ref), dry_run)
+
+    def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
+        return self._write(build.focus(ref), dry_run)
 
     def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False
@@ -497,11 +514,18 @@ class AsyncSession(_SessionBase):
         text: str | None = None,
         text_gone: str | None = None,
         url_contains: str | None = None,
+        ref: str | None = None,
+        state: ElementState | None = None,
         timeout_ms: int = 5000,
     ) -> WaitForResult:
-        """Wait until text appears, text disappears or the URL contains a string (give one)."""
+        """Wait for text, its absence, a URL part, or element `ref` reaching `state` (give one)."""
         command = build.wait_for(
-            text=text, text_gone=text_gone, url_contains=url_contains, timeout_ms=timeout_ms
+            text=text,
+            text_gone=text_gone,
+            url_contains=url_contains,
+            ref=ref,
+            state=state,
+            timeout_ms=timeout_ms,
         )
         return expect(await self.execute(command), WaitForResult, "wait_for")
 
@@ -530,6 +554,10 @@ class AsyncSession(_SessionBase):
     async def hover(self, ref: str, *, dry_run: bool = False) -> WriteResult:
         """Move the pointer over the element `ref` names."""
         return await self._write(build.hover(ref), dry_run)
+
+    async def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
+        """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
+        return await self._write(build.focus(ref), dry_run)
 
     async def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False

@@ -23,7 +23,7 @@ export const STABLE_FRAMES = 2;
  * "unrendered" when the document is hidden or painted no frame at all in that time (nothing can
  * be judged, so the caller goes on as before this check existed).
  */
-const STABILITY_FUNCTION = `function (maxMs, frames) {
+export const STABILITY_FUNCTION = `function (maxMs, frames) {
   const el = this;
   // A hidden document (a session's tab behind another in its window) paints no frames; waiting
   // for some would only stall every click by maxMs.

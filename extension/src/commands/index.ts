@@ -5,7 +5,7 @@
 import { CommandError } from "../errors";
 import type { Command, CommandResult } from "../generated/wire";
 import type { CommandContext, WritePlan } from "./context";
-import { planFill, planFillSecret, planPressKey, planSelectOption, planSetChecked, planType } from "./input";
+import { planFill, planFillSecret, planFocus, planPressKey, planSelectOption, planSetChecked, planType } from "./input";
 import { planGoBack, planGoForward, planNavigate, planReload } from "./navigation";
 import { planClick, planHover, planScroll } from "./pointer";
 import { screenshot } from "./screenshot";
@@ -39,6 +39,7 @@ export function runRead(ctx: CommandContext, command: Command): Promise<CommandR
     case "reload":
     case "click":
     case "hover":
+    case "focus":
     case "type":
     case "fill":
     case "fill_secret":
@@ -73,6 +74,8 @@ export async function planWrite(ctx: CommandContext, command: Command, dryRun: b
       return planClick(ctx, command, dryRun);
     case "hover":
       return planHover(ctx, command);
+    case "focus":
+      return planFocus(ctx, command);
     case "type":
       return planType(ctx, command);
     case "fill":

@@ -1,15 +1,16 @@
 /**
- * Keyboard and form writes: `type`, `fill`, `fill_secret`, `press_key`, `select_option`,
+ * Keyboard and form writes: `focus`, `type`, `fill`, `fill_secret`, `press_key`, `select_option`,
  * `set_checked`. `fill_secret` is `fill` with the plaintext from the grant frame: it is passed to
  * the page as a CDP call argument and nowhere else; the page function returns a status word only,
  * so the value cannot come back in a result or an error. A dry run of `fill` or `fill_secret`
  * runs the same page function with `apply` false: it checks the field is fillable and changes
  * nothing. A dry-run grant carries no plaintext (the backend only checked the secret exists).
  */
-import { CommandError } from "../errors";
+import { CommandError, StaleAuthorityError } from "../errors";
 import type {
   FillCommand,
   FillSecretCommand,
+  FocusCommand,
   PressKeyCommand,
   SelectOptionCommand,
   SetCheckedCommand,
@@ -148,6 +149,26 @@ function deliveryOf(ctx: CommandContext, delivery: NonNullable<TypeCommand["deli
       throw new CommandError("invalid_arguments", `${String(unreachable).slice(0, 32)} is not a delivery; use keys or insert.`);
     }
   }
+}
+
+export async function planFocus(ctx: CommandContext, command: FocusCommand): Promise<WritePlan> {
+  const target = await resolveTarget(ctx, command.ref);
+  return {
+    preview: elementPreview(target),
+    act: async () => {
+      try {
+        await ctx.cdp.send("DOM.focus", { backendNodeId: target.backendNodeId });
+      } catch (error) {
+        if (error instanceof StaleAuthorityError) throw error;
+        // Chromium refuses a node that cannot take focus (plain text, a disabled control, an
+        // element with no tabindex); nothing on the page changed.
+        throw new CommandError(
+          "element_not_interactable",
+          "The element cannot take keyboard focus (not a control, disabled, or without tabindex); take a snapshot and pick a field, button or link.",
+        );
+      }
+    },
+  };
 }
 
 export async function planType(ctx: CommandContext, command: TypeCommand): Promise<WritePlan> {

@@ -180,6 +180,7 @@ export type WriteCommandName =
   | "reload"
   | "click"
   | "hover"
+  | "focus"
   | "type"
   | "fill"
   | "fill_secret"
@@ -233,6 +234,7 @@ export type Command =
   | ReloadCommand
   | ClickCommand
   | HoverCommand
+  | FocusCommand
   | TypeCommand
   | FillCommand
   | FillSecretCommand
@@ -251,7 +253,7 @@ export type SnapshotId1 = string;
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "WaitCondition".
  */
-export type WaitCondition = TextCondition | UrlCondition;
+export type WaitCondition = TextCondition | UrlCondition | ElementCondition;
 /**
  * Name of a secret in the tenant's vault.
  *
@@ -298,6 +300,7 @@ export type CommandName =
   | "reload"
   | "click"
   | "hover"
+  | "focus"
   | "type"
   | "fill"
   | "fill_secret"
@@ -1327,6 +1330,14 @@ export interface UrlCondition {
   urlContains: string;
 }
 /**
+ * The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+ */
+export interface ElementCondition {
+  kind: "element_state";
+  ref: Ref;
+  state: "visible" | "hidden" | "enabled" | "stable" | "attached";
+}
+/**
  * Load a URL in the session's tab; its origin must be in the session's allowed origins.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -1403,6 +1414,16 @@ export interface ClickCommand {
  */
 export interface HoverCommand {
   name: "hover";
+  ref: Ref;
+}
+/**
+ * Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "FocusCommand".
+ */
+export interface FocusCommand {
+  name: "focus";
   ref: Ref;
 }
 /**

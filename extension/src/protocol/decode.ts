@@ -62,6 +62,7 @@ const COMMAND_SHAPES: Readonly<Record<CommandName, Shape>> = {
   reload: { required: {} },
   click: { required: { ref: "ref" }, optional: { button: "string", clickCount: "integer", modifiers: "array" } },
   hover: { required: { ref: "ref" } },
+  focus: { required: { ref: "ref" } },
   type: { required: { ref: "ref", text: "string" }, optional: { submit: "boolean", delivery: "string" } },
   fill: { required: { ref: "ref", value: "string" } },
   fill_secret: { required: { ref: "ref", secretRef: "string" } },

@@ -43,6 +43,7 @@ const SETTLE_OF: Readonly<Record<WriteCommandName, SettleKind>> = {
   go_forward: "document",
   reload: "document",
   hover: "none",
+  focus: "none",
   type: "none",
   fill: "none",
   fill_secret: "none",

@@ -65,6 +65,7 @@ CommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "focus",
             "type",
             "fill",
             "fill_secret",
@@ -101,6 +102,7 @@ WriteCommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "focus",
             "type",
             "fill",
             "fill_secret",
@@ -141,14 +143,28 @@ class UrlCondition(WireModel):
     ]
 
 
+class ElementCondition(WireModel):
+    """
+    The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    kind: Literal["element_state"]
+    ref: Ref
+    state: Literal["visible", "hidden", "enabled", "stable", "attached"]
+
+
 WaitCondition = TypeAliasType(
     "WaitCondition",
     Annotated[
-        TextCondition | UrlCondition,
+        TextCondition | UrlCondition | ElementCondition,
         Field(
             examples=[
                 {"kind": "text_appears", "text": "Welcome"},
                 {"kind": "url_matches", "urlContains": "/dashboard"},
+                {"kind": "element_state", "ref": "g2e5", "state": "visible"},
             ],
             title="WaitCondition",
         ),
@@ -312,6 +328,18 @@ class HoverCommand(WireModel):
         extra="forbid",
     )
     name: Literal["hover"]
+    ref: Ref
+
+
+class FocusCommand(WireModel):
+    """
+    Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["focus"]
     ref: Ref
 
 
@@ -1756,6 +1784,7 @@ Command = TypeAliasType(
         | ReloadCommand
         | ClickCommand
         | HoverCommand
+        | FocusCommand
         | TypeCommand
         | FillCommand
         | FillSecretCommand
@@ -1842,6 +1871,7 @@ class WriteResult(WireModel):
         "reload",
         "click",
         "hover",
+        "focus",
         "type",
         "fill",
         "fill_secret",
