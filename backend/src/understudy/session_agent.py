@@ -55,6 +55,9 @@ READY_DEADLINE_S = 5.0
 GRANT_DEADLINE_S = 25.0
 SYNC_WAIT_S = 20.0
 SAFE_WRITE = "safe_write_v2"
+# An extension without it answers an element_state wait_for as matched (its decoder passed the
+# unknown condition through), so the condition is never sent there.
+ELEMENT_STATE_WAIT = "wait_for_element_state_v1"
 _S = CommandState
 
 
@@ -168,6 +171,15 @@ class SessionAgent:
                 )
             if kind == "write":
                 self._check_writable(session, dry_run, command_id)
+            elif _waits_on_element_state(command):
+                capabilities, _ = self._device_capabilities(session)
+                if capabilities is not None and ELEMENT_STATE_WAIT not in capabilities:
+                    raise ProblemError(
+                        426,
+                        "protocol_upgrade_required",
+                        "the extension cannot wait on an element's state; update it, or wait "
+                        "for text or a URL instead",
+                    )
             if not self.available:
                 raise ProblemError(
                     503,
@@ -257,16 +269,19 @@ class SessionAgent:
 
         return await self._turn(body)
 
-    def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
-        capabilities: set[str] | None = None
-        version = 1
+    def _device_capabilities(self, session: SessionRow) -> tuple[set[str] | None, int]:
+        """The session's extension's capabilities and protocol version (None: no device yet)."""
         if self.hello is not None:
-            capabilities = set(self.hello.capabilities)
-            version = self.hello.protocol_version
-        elif session.device_id is not None:
-            device = credentials.get_device(self.s.db, session.tenant, session.device_id)
-            capabilities = set(device.capabilities) if device is not None else set()
-            version = max(device.protocol_versions, default=1) if device is not None else 1
+            return set(self.hello.capabilities), self.hello.protocol_version
+        if session.device_id is None:
+            return None, 1
+        device = credentials.get_device(self.s.db, session.tenant, session.device_id)
+        if device is None:
+            return set(), 1
+        return set(device.capabilities), max(device.protocol_versions, default=1)
+
+    def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
+        capabilities, version = self._device_capabilities(session)
         # No device yet (an attended session still waiting for a person to attach a tab): nothing
         # says the write cannot run there, so it is answered as a read is, by the availability
         # check (503 session_unavailable), not by an upgrade the caller cannot act on.
@@ -774,3 +789,8 @@ def _due(row: CommandRow) -> float:
     if row.state == _S.PREPARING and row.ready_deadline is not None:
         return row.ready_deadline
     return row.deadline
+
+
+def _waits_on_element_state(command: dict[str, Any]) -> bool:
+    condition = command.get("condition") if command.get("name") == "wait_for" else None
+    return isinstance(condition, dict) and condition.get("kind") == "element_state"

@@ -37,6 +37,7 @@ ALL_CAPABILITIES = [
     "attended_v1",
     "unattended_v1",
     "snapshot_compact_v1",
+    "wait_for_element_state_v1",
 ]
 _tab_ids = itertools.count(100)
 # The kinds of popup the device hello reports containment for, as the spec names them.

@@ -32,6 +32,7 @@ export const CAPABILITIES: readonly Capability[] = [
   "fetch_origin_guard_v1",
   "popup_guard_v1",
   "snapshot_compact_v1",
+  "wait_for_element_state_v1",
 ];
 
 /** Close code of a device socket whose device was revoked (spec/frames/device-socket.json). */

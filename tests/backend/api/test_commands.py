@@ -241,6 +241,27 @@ async def test_extension_without_safe_write_gets_426_for_writes_only(backend: Ba
         assert (await http.post(url, json=_cmd({"name": "hello"}))).status_code == 200
 
 
+async def test_extension_without_element_state_waits_gets_426_for_that_condition_only(
+    backend: Backend,
+) -> None:
+    # An older extension would answer the unknown condition as matched: it is never sent there.
+    caps = [c for c in ALL_CAPABILITIES if c != "wait_for_element_state_v1"]
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(capabilities=caps))
+        url = f"/v1/sessions/{sid}/commands"
+        element = {"kind": "element_state", "ref": "g1e1", "state": "visible"}
+        refused = await http.post(url, json=_cmd({"name": "wait_for", "condition": element}))
+        assert (refused.status_code, refused.json()["code"]) == (426, "protocol_upgrade_required")
+        assert "element" in refused.json()["detail"]
+        text = {"kind": "text_appears", "text": "Welcome"}
+        waited = await http.post(url, json=_cmd({"name": "wait_for", "condition": text}))
+        assert waited.status_code == 200, waited.text
+        lease = next(iter(device.leases.values()))
+        reads = [f for f in lease.session_frames if isinstance(f, m.SessionServerRead)]
+        kinds = [f.command.to_wire()["condition"]["kind"] for f in reads]
+        assert kinds == ["text_appears"]
+
+
 async def test_commands_need_a_live_socket_and_a_live_session(backend: Backend) -> None:
     async with backend.client(backend.api_key()) as http:
         _, sid = await _session(backend, http, Behaviour(open_session_sockets=False))

@@ -734,12 +734,13 @@ Capability = TypeAliasType(
             "fetch_origin_guard_v1",
             "popup_guard_v1",
             "snapshot_compact_v1",
+            "wait_for_element_state_v1",
         ],
         Field(examples=["safe_write_v2"], title="Capability"),
     ],
 )
 """
-A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`).
+A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`). `wait_for_element_state_v1`: `wait_for` takes an `element_state` condition; the service refuses that condition with `426 protocol_upgrade_required` for an extension without it, since an older one would answer it as matched.
 """
 
 
