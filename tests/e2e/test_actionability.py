@@ -11,41 +11,21 @@ Each page reports what it saw in its own text, which the test reads through snap
 
 from __future__ import annotations
 
-import contextlib
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pytest
 import pytest_asyncio
 
-from demo.chromium import launch
-
-from ._agent import Agent, ref, shows
+from ._agent import ref, shows
 from ._skip import require_chromium
-from .conftest import (
-    Reply,
-    Site,
-    device_row,
-    enroll_extension,
-    eventually,
-    idem,
-    start_backend,
-    stop_backend,
-    unattended,
-    wait_online,
-    wait_status,
-)
+from ._stack import Env, running_stack, session
+from .conftest import Reply
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
-    import httpx
-
-    from demo.chromium import Chromium
-
-    from .conftest import Backend, Hit, Route
+    from .conftest import Hit, Route
 
 require_chromium()
 
@@ -152,54 +132,11 @@ def routes() -> dict[str, Route]:
     return {"/overlay": overlay, "/accordion": accordion, "/keys": keys, "/controls": controls}
 
 
-@dataclass
-class Env:
-    backend: Backend
-    browser: Chromium
-    http: httpx.AsyncClient
-    site: Site
-    agent: Agent
-
-
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def env(tmp_path_factory: pytest.TempPathFactory, extension_dist: Path) -> AsyncIterator[Env]:
     root = tmp_path_factory.mktemp("actionability")
-    site = Site(routes())
-    backend = await start_backend(root)
-    browser = await launch(root / "profile", extension_dist, urls=[site.url("/own-tab")])
-    try:
-        credential = backend.enroll()
-        async with backend.client(backend.api_key()) as http:
-            await enroll_extension(browser, backend, credential)
-            await wait_online(http)
-            yield Env(backend, browser, http, site, Agent(http))
-    finally:
-        browser.kill()
-        await stop_backend(backend)
-        site.close()
-
-
-@contextlib.asynccontextmanager
-async def session(env: Env) -> AsyncIterator[str]:
-    """A connected unattended session on the site, deleted afterwards."""
-    created = await env.http.post(
-        "/v1/sessions",
-        json=unattended([env.site.origin], f"profile-{uuid.uuid4().hex}"),
-        headers=idem(),
-    )
-    assert created.status_code == 201, created.text
-    session_id: str = created.json()["sessionId"]
-    try:
-        yield session_id
-    finally:
-        deleted = await env.http.delete(f"/v1/sessions/{session_id}")
-        assert deleted.status_code in (200, 202), deleted.text
-        await wait_status(env.http, session_id, 410)
-
-        async def released() -> bool:
-            return bool((await device_row(env.http))["usedCapacity"] == 0)
-
-        await eventually(released, what="the device releasing the session's capacity")
+    async with running_stack(root, routes(), extension_dist) as stack:
+        yield stack
 
 
 def text_of(snap: dict[str, Any], prefix: str) -> str:
