@@ -20,3 +20,28 @@ def test_backend_and_connector_are_separate_packages() -> None:
     assert connector.__file__ is not None
     assert "backend" in backend.__file__
     assert "connector" in connector.__file__
+
+
+def test_synthetic_users_never_imports_the_backend() -> None:
+    """Synthetic Users is a consumer: it reaches Understudy only through the connector."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    offenders = []
+    for path in [
+        *(root / "synthetic-users" / "src").rglob("*.py"),
+        *(root / "study").rglob("*.py"),
+    ]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "understudy"
+            ]
+    assert offenders == []

@@ -1,0 +1,1 @@
+"""`make study`: Synthetic Users' main job, and the demo shop it studies."""

@@ -1,0 +1,1 @@
+"""The browser fleet: isolated Chromium profiles, each an enrolled Understudy device."""

@@ -1,0 +1,1 @@
+"""Models behind personas: one interface (`_base.Model`), three implementations."""
