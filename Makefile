@@ -14,7 +14,7 @@ PNPM := $(shell command -v pnpm >/dev/null 2>&1 && echo pnpm || echo npx --yes p
 
 # Folders that only codegen writes; CI fails if regenerating them changes anything.
 GENERATED := backend/src/understudy/generated connector/src/understudy_connector/generated \
-	extension/src/generated docs/reference
+	extension/src/generated docs/reference synthetic-users/src/synthetic_users/generated
 
 EXTENSION_ZIP := extension/understudy-extension.zip
 

@@ -4,7 +4,9 @@ Writes, each only when its content changes:
 - `backend/src/understudy/generated/` and `connector/src/understudy_connector/generated/`:
   Pydantic v2 models (datamodel-code-generator) and their base class;
 - `extension/src/generated/wire.ts`: TypeScript types (json-schema-to-typescript);
-- `docs/reference/`: the API reference and the frames reference, self-contained HTML.
+- `docs/reference/`: the API reference and the frames reference, self-contained HTML;
+- from `spec/synthetic-users/`: `synthetic-users/src/synthetic_users/generated/` (its Pydantic
+  models and catalog) and `docs/reference/synthetic-users-api.html`.
 
 With `--check`, writes nothing and exits 1 listing every file that would change.
 """
@@ -15,8 +17,8 @@ import argparse
 import sys
 
 from codegen import _outputs
-from codegen._bundle import SpecError, load
-from codegen._checks import check_meaning
+from codegen._bundle import SpecError, load, load_synthetic_users
+from codegen._checks import check_meaning, check_synthetic_users_meaning
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,10 +28,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = load()
         check_meaning(spec)
+        synthetic_users = load_synthetic_users()
+        check_synthetic_users_meaning(synthetic_users)
     except SpecError as exc:
         print(f"codegen: spec rejected: {exc}", file=sys.stderr)
         return 2
-    changed = _outputs.generate(spec, write=not args.check)
+    changed = _outputs.generate(spec, synthetic_users, write=not args.check)
     for path in changed:
         print(f"{'would change' if args.check else 'wrote'} {path}")
     if args.check and changed:

@@ -11,28 +11,106 @@ from typing import Any
 import jsonschema
 from openapi_spec_validator import validate as validate_openapi
 
-from codegen._bundle import OPENAPI, Spec, SpecError, resolve
+from codegen._bundle import OPENAPI, SPEC, Spec, SpecError, resolve
 
 Json = dict[str, Any]
 KINDS = {"read", "write"}
 
 
 def check_meaning(spec: Spec) -> None:
+    """The Understudy spec (`load()`): documents, examples, unions, the command catalog."""
+    _check_documents(spec, OPENAPI.as_uri(), "frames")
+    _check_catalog(spec)
+    _check_problems(spec)
+
+
+def check_synthetic_users_meaning(spec: Spec) -> None:
+    """The Synthetic Users spec (`load_synthetic_users()`).
+
+    Beyond the checks both specs share: the action catalogue (one branch per `ActionName`, each
+    with closed `arguments` that require `ease`), closed objects everywhere (so the generated
+    models refuse unknown fields), and `401` documented wherever a key is required.
+    """
+    _check_documents(spec, (SPEC / spec.openapi_file).as_uri(), "synthetic-users/schemas")
+    _check_actions(spec)
+    _check_closed_objects(spec)
+    _check_problems(spec)
+    _check_auth_documented(spec)
+
+
+def _check_documents(spec: Spec, base_uri: str, schema_dir: str) -> None:
     try:
-        validate_openapi(spec.openapi, base_uri=OPENAPI.as_uri())
+        validate_openapi(spec.openapi, base_uri=base_uri)
     except Exception as exc:  # the validator raises several unrelated types
-        raise SpecError(f"openapi.yaml: {exc}") from exc
+        raise SpecError(f"{spec.openapi_file}: {exc}") from exc
     for fname, doc in spec.frame_files.items():
         try:
             jsonschema.Draft202012Validator.check_schema(doc)
         except jsonschema.SchemaError as exc:
-            raise SpecError(f"frames/{fname}: {exc.message} at {exc.json_path}") from exc
+            raise SpecError(f"{schema_dir}/{fname}: {exc.message} at {exc.json_path}") from exc
     _check_examples(spec)
     for name, schema in spec.defs.items():
         if "discriminator" in schema:
             _check_discriminator(spec, name, schema)
-    _check_catalog(spec)
-    _check_problems(spec)
+
+
+def _check_actions(spec: Spec) -> None:
+    action = spec.defs.get("Action")
+    where = "synthetic-users/schemas/action.json"
+    if action is None or "discriminator" not in action:
+        raise SpecError(f"{where}: `Action` must be a discriminated union")
+    mapping = action["discriminator"]["mapping"]
+    if action["discriminator"]["propertyName"] != "name":
+        raise SpecError(f"{spec.origin['Action']}: actions are discriminated by `name`")
+    if set(spec.defs["ActionName"]["enum"]) != set(mapping):
+        raise SpecError(f"{spec.origin['ActionName']}: enum must list exactly {sorted(mapping)}")
+    for value, ref in mapping.items():
+        where = spec.origin[ref.removeprefix("#/$defs/")]
+        branch = resolve(spec, {"$ref": ref})
+        if set(branch.get("required", [])) != {"name", "arguments"}:
+            raise SpecError(f"{where}: an action requires exactly `name` and `arguments`")
+        args = branch["properties"].get("arguments", {})
+        if args.get("additionalProperties") is not False:
+            raise SpecError(f"{where}: {value}'s arguments must set additionalProperties: false")
+        ease = args.get("properties", {}).get("ease", {})
+        if "ease" not in args.get("required", []) or ease.get("$ref") != "#/$defs/Ease":
+            raise SpecError(f"{where}: {value}'s arguments must require `ease` (the Ease schema)")
+
+
+def _check_closed_objects(spec: Spec) -> None:
+    """Every object with `properties` says `additionalProperties: false`."""
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{where}/{i}")
+            return
+        if not isinstance(node, dict):
+            return
+        if "properties" in node and node.get("additionalProperties") is not False:
+            # An allOf refinement of a closed base (`*Problem`) adds no field of its own.
+            if not set(node["properties"]) <= set(spec.defs["Problem"]["properties"]):
+                raise SpecError(f"{where}: an object must set additionalProperties: false")
+        for key, value in node.items():
+            if key not in ("examples", "example", "const", "default", "enum"):
+                walk(value, f"{where}/{key}")
+
+    for name, schema in spec.defs.items():
+        walk(schema, spec.origin[name])
+
+
+def _check_auth_documented(spec: Spec) -> None:
+    default = spec.openapi.get("security") or []
+    for path, item in spec.openapi["paths"].items():
+        for method, op in item.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            secured = op["security"] if "security" in op else default
+            if secured and "401" not in op["responses"]:
+                raise SpecError(
+                    f"{spec.openapi_file}#/paths/{path}/{method}: needs an API key, so it "
+                    "must document 401"
+                )
 
 
 def _check_examples(spec: Spec) -> None:
@@ -117,7 +195,7 @@ def _check_problems(spec: Spec) -> None:
         for method, op in item.items():
             if not isinstance(op, dict) or "responses" not in op:
                 continue
-            where = f"openapi.yaml#/paths/{path}/{method}"
+            where = f"{spec.openapi_file}#/paths/{path}/{method}"
             if "operationId" not in op:
                 raise SpecError(f"{where}: missing operationId")
             for status, response in op["responses"].items():

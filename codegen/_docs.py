@@ -67,8 +67,12 @@ font-size:.8em;color:#fff;font-weight:600;text-transform:uppercase;vertical-alig
 """
 
 
-def render_api_reference(spec: Spec) -> str:
-    """The HTTP API reference for integrators, from `spec.openapi` and the bundled schemas."""
+def render_api_reference(spec: Spec, schema_files: tuple[str, ...] = SHARED) -> str:
+    """The HTTP API reference for integrators, from `spec.openapi` and the bundled schemas.
+
+    `schema_files` are the schema files whose definitions get a section each after the API's own
+    (Understudy's shared frame files by default).
+    """
     api, info = spec.openapi, spec.openapi.get("info", {})
     out = [
         f"<h1>{escape(info.get('title', 'API'))} <span class=mute>"
@@ -119,7 +123,7 @@ def render_api_reference(spec: Spec) -> str:
     out.append(
         _groups(
             spec,
-            [("API schemas", "", "", api_names), *_file_groups(spec, SHARED)],
+            [("API schemas", "", "", api_names), *_file_groups(spec, schema_files)],
             set(),
             _norm(spec, api.get("paths", {})),
         )
@@ -188,11 +192,17 @@ def _file_groups(spec: Spec, files: tuple[str, ...]) -> list[tuple[str, str, str
             _title(spec, f),
             f"file-{_id(f)}",
             spec.frame_files[f].get("description", ""),
-            list(spec.frame_files[f].get("$defs", {})),
+            [*_root_name(spec, f), *spec.frame_files[f].get("$defs", {})],
         )
         for f in files
         if f in spec.frame_files
     ]
+
+
+def _root_name(spec: Spec, fname: str) -> list[str]:
+    """The bundled name of a schema file's root, when the root is a schema (`Turn`)."""
+    title = _title(spec, fname)
+    return [title] if spec.origin.get(title, "").endswith(f"/{fname}#") else []
 
 
 def _groups(
@@ -265,12 +275,23 @@ def _norm(spec: Spec, node: Any) -> Any:
         k: (
             f"#/$defs/{v.rsplit('/', 1)[1]}"
             if k == "$ref" and isinstance(v, str) and v.rsplit("/", 1)[-1] in spec.defs
+            else _root_ref(spec, v)
+            if k == "$ref" and isinstance(v, str)
             else v
             if k in LITERALS
             else _norm(spec, v)
         )
         for k, v in node.items()
     }
+
+
+def _root_ref(spec: Spec, ref: str) -> str:
+    """A `$ref` to a whole schema file (`schemas/turn.json`) as its bundled name, if it is one."""
+    wanted = f"/{ref}#" if "#" not in ref else ""
+    for name, place in spec.origin.items():
+        if wanted and place.endswith(wanted):
+            return f"#/$defs/{name}"
+    return ref
 
 
 def _operation(spec: Spec, path: str, method: str, op: Json, params: list[Json]) -> str:
