@@ -1,38 +1,22 @@
-"""The persona's action catalogue, and the check every model answer passes before it runs.
+"""The check every model answer passes before it runs.
 
-A model's tool call is data from outside: its name must be one of the catalogue, its arguments
-exactly the ones that action takes, with the right types. `parse_action` turns a call into an
-`Action` or raises `ActionError` naming what is wrong, so the loop can tell the model.
+A model's tool call is data from outside: its name must be one of the catalogue and its
+arguments exactly the ones that action takes, as `spec/synthetic-users/schemas/action.json`
+says. `parse_action` validates a call against the generated models and returns an `Action`, or
+raises `ActionError` naming what is wrong, so the loop can tell the model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
-SENTIMENTS: Final = ("delighted", "satisfied", "neutral", "confused", "frustrated", "angry")
-EASE_MIN, EASE_MAX = 1, 7
-MAX_TEXT = 2_000  # characters in a typed value, a note or a summary
-MAX_VALUES = 20
+from pydantic import TypeAdapter, ValidationError
 
-_STR, _BOOL, _LIST = "string", "boolean", "array of strings"
+from synthetic_users.generated.catalog import ACTION_NAMES
+from synthetic_users.generated.models import Action as WireAction
 
-# action -> {argument: (type, required)}; every action also takes the required `ease`.
-CATALOGUE: Final[dict[str, dict[str, tuple[str, bool]]]] = {
-    "click": {"ref": (_STR, True)},
-    "type": {"ref": (_STR, True), "text": (_STR, True), "submit": (_BOOL, False)},
-    "fill": {"ref": (_STR, True), "value": (_STR, True)},
-    "select_option": {"ref": (_STR, True), "values": (_LIST, True)},
-    "press_key": {"key": (_STR, True)},
-    "scroll": {"direction": (_STR, True), "ref": (_STR, False)},
-    "navigate": {"url": (_STR, True)},
-    "react": {"sentiment": (_STR, True), "note": (_STR, True), "ref": (_STR, False)},
-    "finish": {"success": (_BOOL, True), "summary": (_STR, True)},
-}
-_ENUMS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
-    ("scroll", "direction"): ("up", "down"),
-    ("react", "sentiment"): SENTIMENTS,
-}
+_ACTION: TypeAdapter[Any] = TypeAdapter(WireAction)
 
 
 class ActionError(ValueError):
@@ -48,19 +32,17 @@ class Action:
     ease: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The action as the transcript stores it (`action.json`)."""
         return {"name": self.name, "arguments": {**self.arguments, "ease": self.ease}}
 
 
-def _check(kind: str, value: object) -> bool:
-    if kind == _STR:
-        return isinstance(value, str) and 0 < len(value) <= MAX_TEXT
-    if kind == _BOOL:
-        return isinstance(value, bool)
-    return (
-        isinstance(value, list)
-        and 0 < len(value) <= MAX_VALUES
-        and all(isinstance(v, str) and len(v) <= MAX_TEXT for v in value)
-    )
+def _problem(name: str, exc: ValidationError) -> str:
+    errors = []
+    for error in exc.errors(include_url=False):
+        # The discriminated union puts the action name first in the location: drop it.
+        where = [str(part) for part in error["loc"] if part not in {name, "arguments"}]
+        errors.append(f"{'.'.join(where) or 'arguments'}: {error['msg']}")
+    return "; ".join(errors)
 
 
 def parse_action(call: dict[str, Any]) -> Action:
@@ -70,29 +52,12 @@ def parse_action(call: dict[str, Any]) -> Action:
         ActionError: unknown action, a missing, extra or mistyped argument, or no valid `ease`.
     """
     name = call.get("name")
-    if not isinstance(name, str) or name not in CATALOGUE:
-        raise ActionError(f"unknown action {name!r}; use one of {', '.join(CATALOGUE)}")
-    arguments = call.get("arguments")
-    if not isinstance(arguments, dict):
-        raise ActionError(f"{name}: arguments must be an object")
-    spec = CATALOGUE[name]
-    extra = sorted(set(arguments) - set(spec) - {"ease"})
-    if extra:
-        raise ActionError(f"{name}: unknown argument(s) {', '.join(extra)}")
-    ease = arguments.get("ease")
-    if not isinstance(ease, int) or isinstance(ease, bool) or not EASE_MIN <= ease <= EASE_MAX:
-        raise ActionError(f"{name}: ease must be an integer from {EASE_MIN} to {EASE_MAX}")
-    clean: dict[str, Any] = {}
-    for arg, (kind, required) in spec.items():
-        if arg not in arguments or arguments[arg] is None:
-            if required:
-                raise ActionError(f"{name}: missing argument {arg} ({kind})")
-            continue
-        value = arguments[arg]
-        if not _check(kind, value):
-            raise ActionError(f"{name}: {arg} must be a non-empty {kind}")
-        allowed = _ENUMS.get((name, arg))
-        if allowed is not None and value not in allowed:
-            raise ActionError(f"{name}: {arg} must be one of {', '.join(allowed)}")
-        clean[arg] = value
-    return Action(name, clean, ease)
+    if not isinstance(name, str) or name not in ACTION_NAMES:
+        raise ActionError(f"unknown action {name!r}; use one of {', '.join(ACTION_NAMES)}")
+    try:
+        wire = _ACTION.validate_python(call)
+    except ValidationError as exc:
+        raise ActionError(f"{name}: {_problem(name, exc)}") from None
+    arguments = wire.arguments.model_dump(mode="json", exclude_none=True)
+    ease = arguments.pop("ease")
+    return Action(name, arguments, int(ease))

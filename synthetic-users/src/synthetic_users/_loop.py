@@ -25,6 +25,7 @@ import asyncio
 import base64
 import time
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from synthetic_users._actions import ActionError, parse_action
@@ -43,6 +44,8 @@ from synthetic_users._llm._base import (
     TurnRequest,
 )
 from synthetic_users._llm._prompt import system_prompt, tool_specs
+from synthetic_users.generated.models import Reaction as WireReaction
+from synthetic_users.generated.models import Turn as WireTurn
 from understudy_connector import (
     BackendUnreachable,
     CommandFailed,
@@ -207,7 +210,7 @@ class PersonaLoop:
                 must_finish=must_finish,
                 system_prompt=prompt,
             )
-            decision, action, attempts = await self._decide(request)
+            decision, action = await self._decide(request)
             if must_finish and action.name != "finish":
                 action = parse_action(
                     {
@@ -223,21 +226,19 @@ class PersonaLoop:
             else:
                 forced = False
             outcome, reactions = await self._execute(gen, turn, action, observation)
-            self._recorder.record_turn(
-                gen.session_id,
+            turn_record = WireTurn.model_validate(
                 {
                     "turn": turn,
                     "generation": gen.generation,
-                    "started_at": started,
-                    "ended_at": self._clock(),
-                    "url": observation.url,
-                    "title": observation.title,
+                    "started_at": _iso(started),
+                    "ended_at": _iso(self._clock()),
+                    "observation": {"url": observation.url, "title": observation.title[:1000]},
                     "action": action.as_dict(),
-                    "reason": decision.reason,
+                    "reason": (decision.reason or "")[:4000] or None,
                     "outcome": {
                         "ok": outcome.ok,
                         "code": outcome.code,
-                        "summary": outcome.summary,
+                        "summary": outcome.summary[:2000],
                         "elapsed_ms": round(outcome.elapsed_ms, 1),
                     },
                     "reactions": reactions,
@@ -249,9 +250,10 @@ class PersonaLoop:
                         if decision.usage is not None
                         else None
                     ),
-                    "model_attempts": attempts,
-                    "forced_finish": forced,
-                },
+                }
+            )
+            self._recorder.record_turn(
+                gen.session_id, turn_record.model_dump(mode="json", exclude_none=True)
             )
             for reaction in reactions:
                 gen.prior_reactions.append(
@@ -264,15 +266,15 @@ class PersonaLoop:
             last = outcome
         raise AssertionError("the last turn of the budget always finishes")  # pragma: no cover
 
-    async def _decide(self, request: TurnRequest) -> tuple[Decision, Action, int]:
-        """Ask the model under the retry policy; returns the decision, its action and attempts."""
+    async def _decide(self, request: TurnRequest) -> tuple[Decision, Action]:
+        """Ask the model under the retry policy; returns the decision and its valid action."""
         malformed = rate_limited = transient = 0
         attempts = 0
         while True:
             attempts += 1
             try:
                 decision = await self._model.decide(request)
-                return decision, parse_action(_as_call(decision.call)), attempts
+                return decision, parse_action(_as_call(decision.call))
             except (MalformedToolCall, ActionError) as exc:
                 malformed += 1
                 if malformed > MALFORMED_RETRIES:
@@ -422,7 +424,7 @@ class PersonaLoop:
     async def _react(
         self, gen: Generation, turn: int, args: dict[str, Any], observation: Observation
     ) -> dict[str, Any]:
-        name = f"step-{turn:03d}.png"
+        name = f"step-{turn:04d}.png"
         saved = True
         try:
             shot = await self._session.screenshot(format="png")
@@ -431,20 +433,26 @@ class PersonaLoop:
             raise BrowserLost(f"screenshot: {exc}") from exc
         except CommandFailed:
             saved = False  # a reaction without a picture is still a reaction
-        reaction = {
-            "step": turn,
-            "generation": gen.generation,
-            "sentiment": args["sentiment"],
-            "note": args["note"],
-            "ref": args.get("ref"),
-            "element": _name(observation, args["ref"]) if args.get("ref") else None,
-            "url": observation.url,
-            "title": observation.title,
-            "screenshot": f"screenshots/{name}" if saved else None,
-            "created_at": self._clock(),
-        }
+        reaction = WireReaction.model_validate(
+            {
+                "step": turn,
+                "generation": gen.generation,
+                "sentiment": args["sentiment"],
+                "note": args["note"],
+                "url": observation.url,
+                "ref": args.get("ref"),
+                "kind": args.get("kind"),
+                "element": _name(observation, args["ref"])[:1100] if args.get("ref") else None,
+                "screenshot": name if saved else None,
+                "created_at": _iso(self._clock()),
+            }
+        ).model_dump(mode="json", exclude_none=True)
         self._recorder.record_reaction(gen.session_id, reaction)
         return reaction
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _offered(must_finish: bool) -> Sequence[ToolSpec]:
