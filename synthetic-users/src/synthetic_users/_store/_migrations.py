@@ -1,0 +1,141 @@
+"""Numbered, additive schema migrations of the Synthetic Users database.
+
+Rules: a migration is never edited or removed once released; new columns and tables only; the
+service refuses a database whose version is newer than the last migration it knows, because it
+would not understand the data. `PRAGMA user_version` holds the version.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from synthetic_users._store._db import Database
+
+MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
+    (
+        1,
+        "customers, API keys, personas, runs, persona sessions, turns, reactions",
+        """
+        CREATE TABLE customers (
+            customer_id TEXT PRIMARY KEY,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE api_keys (
+            digest TEXT PRIMARY KEY,
+            key_id TEXT NOT NULL UNIQUE,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        CREATE TABLE personas (
+            persona_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            body TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX personas_newest ON personas (customer_id, created_at DESC, persona_id DESC);
+        CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            status TEXT NOT NULL,
+            target_url TEXT NOT NULL,
+            task TEXT NOT NULL,
+            turn_budget INTEGER NOT NULL,
+            model TEXT NOT NULL,
+            credential_id TEXT,
+            idempotency_key TEXT,
+            request_hash TEXT NOT NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            failure_reason TEXT,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            ended_at REAL
+        );
+        CREATE UNIQUE INDEX runs_idempotency ON runs (customer_id, idempotency_key)
+            WHERE idempotency_key IS NOT NULL;
+        CREATE INDEX runs_newest ON runs (customer_id, created_at DESC, run_id DESC);
+        CREATE INDEX runs_live ON runs (status) WHERE status IN ('queued', 'running');
+        CREATE TABLE persona_sessions (
+            session_id TEXT PRIMARY KEY,
+            run_id TEXT NOT NULL REFERENCES runs (run_id),
+            position INTEGER NOT NULL,
+            persona TEXT NOT NULL,
+            status TEXT NOT NULL,
+            generation INTEGER NOT NULL DEFAULT 1,
+            turn INTEGER NOT NULL DEFAULT 0,
+            understudy_session_id TEXT,
+            device_id TEXT,
+            failure_reason TEXT,
+            started_at REAL,
+            ended_at REAL,
+            UNIQUE (run_id, position)
+        );
+        CREATE TABLE turns (
+            session_id TEXT NOT NULL REFERENCES persona_sessions (session_id),
+            turn INTEGER NOT NULL,
+            generation INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (session_id, turn)
+        );
+        CREATE TABLE reactions (
+            reaction_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES persona_sessions (session_id),
+            run_id TEXT NOT NULL REFERENCES runs (run_id),
+            generation INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            sentiment TEXT NOT NULL,
+            note TEXT NOT NULL,
+            url TEXT NOT NULL,
+            ref TEXT,
+            screenshot TEXT,
+            created_at REAL NOT NULL
+        );
+        -- A reaction recorded live and again inside its turn is one reaction.
+        CREATE UNIQUE INDEX reactions_once
+            ON reactions (session_id, generation, step, sentiment, note);
+        CREATE INDEX reactions_by_run ON reactions (run_id, reaction_id);
+        """,
+    ),
+)
+SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was written by a newer release; this one would not understand it."""
+
+
+def schema_version(db: Database) -> int:
+    row = db.one("PRAGMA user_version")
+    return int(row[0]) if row else 0
+
+
+def migrate(db: Database) -> list[int]:
+    """Apply every migration the database lacks, each in its own transaction; the ones applied.
+
+    Raises:
+        SchemaTooNewError: the database is newer than this release.
+    """
+    current = schema_version(db)
+    if current > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"the database is at schema version {current}, newer than this release knows "
+            f"({SCHEMA_VERSION}); upgrade synthetic-users"
+        )
+    applied = []
+    for version, _title, sql in MIGRATIONS:
+        if version <= current:
+            continue
+        with db.transaction() as conn:
+            for statement in _statements(sql):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {int(version)}")
+        applied.append(version)
+    return applied
+
+
+def _statements(sql: str) -> list[str]:
+    # executescript() would COMMIT the open transaction first; split instead (no ';' in strings).
+    lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
