@@ -149,12 +149,13 @@ class MemoryRecorder:
     cancelled: set[str] = field(default_factory=set)
     shots: dict[tuple[str, str], bytes] = field(default_factory=dict)
 
-    def record_turn(self, session_id: str, turn: dict[str, Any]) -> None:
+    def record_turn(self, session_id: str, turn: dict[str, Any]) -> bool:
         rows = self.turns.setdefault(session_id, [])
-        rows[:] = [t for t in rows if t["turn"] != turn["turn"]] + [turn]
-
-    def record_reaction(self, session_id: str, reaction: dict[str, Any]) -> None:
-        self.reactions.setdefault(session_id, []).append(reaction)
+        if any(t["turn"] == turn["turn"] for t in rows):
+            return False
+        rows.append(turn)
+        self.reactions.setdefault(session_id, []).extend(turn["reactions"])
+        return True
 
     def is_cancelled(self, run_id: str) -> bool:
         return run_id in self.cancelled

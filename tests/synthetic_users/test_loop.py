@@ -231,10 +231,12 @@ async def test_a_cancelled_run_stops_before_the_next_turn() -> None:
     assert model.requests == []
 
 
-async def test_a_resumed_generation_continues_the_turn_count_without_reopening_the_target() -> None:
+async def test_a_later_generation_continues_the_turn_count_on_the_target_again() -> None:
     model = ScriptedModel([call("finish", success=True, summary="done")])
     session, rec = fake_session(), MemoryRecorder()
-    session.url = f"{SITE}/"
     await loop(model, session, rec).run(generation(next_turn=5))
+    assert session.calls[0] == ("navigate", f"{SITE}/")
     assert rec.turns["s-1"][0]["turn"] == 5
     assert model.requests[0].turn == 5
+    told = model.requests[0].observation.last_outcome
+    assert told is not None and "browser was restarted" in told.summary

@@ -113,12 +113,8 @@ class LoopCancelled(LoopError):
 class Recorder(Protocol):
     """Where the loop persists what happened (the service's store)."""
 
-    def record_turn(self, session_id: str, turn: dict[str, Any]) -> None:
-        """Persist one turn; idempotent on (session, turn number)."""
-        ...
-
-    def record_reaction(self, session_id: str, reaction: dict[str, Any]) -> None:
-        """Persist one reaction (already with its screenshot's artifact name)."""
+    def record_turn(self, session_id: str, turn: dict[str, Any]) -> bool:
+        """Persist one turn and the reactions in it; idempotent on (session, turn number)."""
         ...
 
     def is_cancelled(self, run_id: str) -> bool: ...
@@ -154,10 +150,6 @@ class Generation:
     prior_reactions: list[PriorReaction] = field(default_factory=list)
 
 
-def _now() -> float:
-    return time.time()
-
-
 class PersonaLoop:
     """Runs one generation of a persona session on an open Understudy session."""
 
@@ -168,7 +160,7 @@ class PersonaLoop:
         recorder: Recorder,
         screenshots: Screenshots,
         *,
-        clock: Callable[[], float] = _now,
+        clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
         self._model = model
@@ -189,8 +181,17 @@ class PersonaLoop:
         history: list[Exchange] = []
         last: Outcome | None = None
         prompt = system_prompt(gen.persona, gen.task, gen.target_url, gen.turn_budget)
-        if gen.next_turn == 1:
-            last = await self._act_navigate(gen.target_url)
+        # Every generation starts on a fresh browser profile, so at the target again.
+        last = await self._act_navigate(gen.target_url)
+        if gen.next_turn > 1 and last.ok:
+            last = replace(
+                last,
+                summary=(
+                    f"Your browser was restarted and opened {gen.target_url} again: what you "
+                    "did on the site before is gone (a new cart, not signed in), but you "
+                    "remember what you noted."
+                ),
+            )
         for turn in range(gen.next_turn, gen.turn_budget + 1):
             if self._recorder.is_cancelled(gen.run_id):
                 raise LoopCancelled(gen.run_id)
@@ -317,7 +318,12 @@ class PersonaLoop:
         )
 
     async def _act_navigate(self, url: str) -> Outcome:
-        return await self._write("navigate", lambda: self._session.navigate(url), f"opened {url}")
+        try:
+            return await self._write(
+                "navigate", lambda: self._session.navigate(url), f"opened {url}"
+            )
+        except _LOST as exc:
+            raise BrowserLost(f"navigate: {exc}") from exc
 
     async def _write(self, name: str, call: Callable[[], Any], done: str) -> Outcome:
         started = time.perf_counter()
@@ -447,7 +453,6 @@ class PersonaLoop:
                 "created_at": _iso(self._clock()),
             }
         ).model_dump(mode="json", exclude_none=True)
-        self._recorder.record_reaction(gen.session_id, reaction)
         return reaction
 
 

@@ -30,16 +30,17 @@ from synthetic_users._loop import (
     LoopCancelled,
     ModelGaveUp,
     PersonaLoop,
-    Recorder,
-    Screenshots,
 )
-from understudy_connector import ProblemError, UnderstudyError
+from synthetic_users._store import IllegalTransition, RunState, SessionState
+from understudy_connector import UnderstudyError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from synthetic_users._fleet._base import Fleet, Profile
     from synthetic_users._llm._base import Model
+    from synthetic_users._loop import Screenshots
+    from synthetic_users._store import RunRecord, SessionRecord, Store
     from understudy_connector import AsyncClient
 
 log = logging.getLogger("synthetic_users.orchestrator")
@@ -47,45 +48,12 @@ log = logging.getLogger("synthetic_users.orchestrator")
 ACQUIRE_TIMEOUT_S = 120.0
 
 
-class RunStore(Recorder, Protocol):
-    """What the orchestrator needs from the service's store."""
+class Publisher(Protocol):
+    """Writes the reports once a persona session, or the whole run, has ended."""
 
-    def resumable_runs(self) -> list[str]:
-        """Queued and running runs, oldest first."""
-        ...
+    def session_ended(self, run_id: str, session_id: str) -> None: ...
 
-    def run_plan(self, run_id: str) -> dict[str, Any]:
-        """`{customer, target_url, task, turn_budget, model, status}` of a run."""
-        ...
-
-    def run_sessions(self, run_id: str) -> list[dict[str, Any]]:
-        """Its persona sessions: `{session_id, persona, status, generation, next_turn}`."""
-        ...
-
-    def prior_reactions(self, session_id: str) -> list[dict[str, Any]]: ...
-
-    def mark_run(self, run_id: str, status: str) -> None: ...
-
-    def mark_session(
-        self,
-        session_id: str,
-        status: str,
-        *,
-        reason: str | None = None,
-        generation: int | None = None,
-        device_id: str | None = None,
-        understudy_session_id: str | None = None,
-    ) -> None: ...
-
-
-class Reports(Protocol):
-    def write_session(
-        self, run_id: str, session_id: str, finish: Finish | None, reason: str
-    ) -> None:
-        """Write the persona session's transcript, report and screenshots index."""
-        ...
-
-    def write_aggregate(self, run_id: str) -> None: ...
+    def run_ended(self, run_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -95,16 +63,16 @@ class OrchestratorSettings:
 
 
 class Orchestrator:
-    """Owns the asyncio tasks of every active run."""
+    """Owns the asyncio tasks of every active run; the store says what each run is."""
 
     def __init__(
         self,
-        store: RunStore,
+        store: Store,
         fleet: Fleet,
         understudy: AsyncClient,
-        model_for: Callable[[str | None], Model],
+        model_for: Callable[[str], Model],
         screenshots: Screenshots,
-        reports: Reports,
+        publisher: Publisher,
         settings: OrchestratorSettings | None = None,
     ) -> None:
         self._store = store
@@ -112,20 +80,20 @@ class Orchestrator:
         self._understudy = understudy
         self._model_for = model_for
         self._screenshots = screenshots
-        self._reports = reports
+        self._publisher = publisher
         self._settings = settings or OrchestratorSettings()
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
     async def start(self) -> list[str]:
         """Resume every queued and running run; returns their ids."""
-        resumed = self._store.resumable_runs()
+        resumed = [r.run.run_id for r in self._store.claim_resumable_runs()]
         for run_id in resumed:
             self.submit(run_id)
         return resumed
 
     def submit(self, run_id: str) -> None:
-        """Start a run's work (idempotent: a run already running is left alone)."""
+        """Start a run's work (idempotent: a run already under way is left alone)."""
         if self._closing or run_id in self._runs:
             return
         task = asyncio.get_running_loop().create_task(self._run(run_id), name=f"run {run_id}")
@@ -141,12 +109,14 @@ class Orchestrator:
                 await task
 
     async def wait(self, run_id: str) -> None:
+        """Until the run's work is over (for tests and the CLI)."""
         task = self._runs.get(run_id)
         if task is not None:
-            await asyncio.shield(task)
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.shield(task)
 
     async def close(self) -> None:
-        """Stop every run without marking it: a restart resumes them."""
+        """Stop every run without marking it: the next start resumes them."""
         self._closing = True
         tasks = list(self._runs.values())
         for task in tasks:
@@ -156,135 +126,116 @@ class Orchestrator:
                 await task
 
     async def _run(self, run_id: str) -> None:
-        plan = self._store.run_plan(run_id)
-        if plan["status"] in {"completed", "cancelled", "failed"}:
+        run = self._store.get_run(run_id)
+        if run.status.terminal:
             return
-        self._store.mark_run(run_id, "running")
-        sessions = [
-            s for s in self._store.run_sessions(run_id) if s["status"] in {"queued", "running"}
-        ]
+        pending = [s for s in self._store.sessions(run_id) if not s.status.terminal]
         try:
-            await asyncio.gather(*(self._persona(run_id, plan, s) for s in sessions))
+            await asyncio.gather(*(self._persona(run, s) for s in pending))
         except asyncio.CancelledError:
-            if self._closing:
-                raise  # the service is stopping: the run resumes on the next start
-            self._store.mark_run(run_id, "cancelled")
-            self._write_aggregate(run_id)
+            if not self._closing:
+                self._end_run(run_id, RunState.CANCELLED)
             raise
-        if self._store.is_cancelled(run_id):
-            self._store.mark_run(run_id, "cancelled")
-        else:
-            self._store.mark_run(run_id, "completed")
-        self._write_aggregate(run_id)
+        except Exception as exc:
+            log.exception("run %s failed", run_id)
+            self._end_run(run_id, RunState.FAILED, reason=f"internal error: {exc}")
+            return
+        self._end_run(run_id, RunState.COMPLETED)
 
-    def _write_aggregate(self, run_id: str) -> None:
+    def _end_run(self, run_id: str, status: RunState, reason: str | None = None) -> None:
+        with contextlib.suppress(IllegalTransition):  # a cancel through the API came first
+            if self._store.get_run(run_id).status is RunState.QUEUED:
+                self._store.set_run_state(run_id, RunState.RUNNING)
+            self._store.set_run_state(run_id, status, reason)
         try:
-            self._reports.write_aggregate(run_id)
+            self._publisher.run_ended(run_id)
         except Exception:
             log.exception("the aggregate report of run %s could not be written", run_id)
 
-    async def _persona(self, run_id: str, plan: dict[str, Any], row: dict[str, Any]) -> None:
-        session_id: str = row["session_id"]
-        persona = _persona(row["persona"])
-        model = self._model_for(plan.get("model"))
-        generation = int(row["generation"])
-        if row["status"] == "running":
-            generation += 1  # it was running when the service stopped: that generation is lost
-        finish: Finish | None = None
-        reason = ""
-        status = "failed"
+    def _end_session(self, run_id: str, session_id: str, status: SessionState, reason: str) -> None:
+        with contextlib.suppress(IllegalTransition):  # cancelled through the API meanwhile
+            self._store.set_session_state(session_id, status, reason or None)
         try:
-            while True:
-                if generation > self._settings.max_generations:
-                    reason = (
-                        f"the browser was lost {generation - 1} times "
-                        f"(at most {self._settings.max_generations} generations)"
-                    )
-                    break
-                try:
-                    finish = await self._generation(
-                        run_id, plan, session_id, persona, model, generation
-                    )
-                    status, reason = "completed", finish.summary
-                    break
-                except BrowserLost as exc:
-                    log.warning(
-                        "session %s generation %d lost its browser: %s", session_id, generation, exc
-                    )
-                    reason = f"browser lost: {exc}"
-                    generation += 1
-                except FleetError as exc:
-                    reason = f"no browser: {exc}"
-                    break
-                except ModelGaveUp as exc:
-                    reason = str(exc)
-                    break
-                except LoopCancelled:
-                    status, reason = "cancelled", "the run was cancelled"
-                    break
-        except asyncio.CancelledError:
-            if not self._closing:
-                self._store.mark_session(session_id, "cancelled", reason="the run was cancelled")
-                self._write_session(run_id, session_id, None, "the run was cancelled")
-            raise
-        self._store.mark_session(session_id, status, reason=reason)
-        self._write_session(run_id, session_id, finish, reason)
-
-    def _write_session(
-        self, run_id: str, session_id: str, finish: Finish | None, reason: str
-    ) -> None:
-        try:
-            self._reports.write_session(run_id, session_id, finish, reason)
+            self._publisher.session_ended(run_id, session_id)
         except Exception:
             log.exception("the report of session %s could not be written", session_id)
 
+    async def _persona(self, run: RunRecord, row: SessionRecord) -> None:
+        session_id = row.session_id
+        if row.status is SessionState.RUNNING:
+            # It was running when the service stopped: that generation's browser is gone.
+            self._store.bump_generation(session_id)
+        status, reason = SessionState.FAILED, ""
+        try:
+            model = self._model_for(run.model)
+            while True:
+                generation = self._store.get_session(session_id).generation
+                if generation > self._settings.max_generations:
+                    reason = (
+                        f"the browser was lost {generation - 1} times "
+                        f"(at most {self._settings.max_generations} generations); last: {reason}"
+                    )
+                    break
+                try:
+                    finish = await self._generation(run, session_id, model, generation)
+                except BrowserLost as exc:
+                    log.warning(
+                        "%s generation %d lost its browser: %s", session_id, generation, exc
+                    )
+                    reason = str(exc)
+                    self._store.bump_generation(session_id)
+                    continue
+                status = SessionState.COMPLETED
+                reason = "" if finish.success else finish.summary
+                break
+        except FleetError as exc:
+            reason = f"no browser for this persona: {exc}"
+        except ModelGaveUp as exc:
+            reason = str(exc)
+        except LoopCancelled:
+            status, reason = SessionState.CANCELLED, "the run was cancelled"
+        except asyncio.CancelledError:
+            if not self._closing:
+                self._end_session(
+                    run.run_id, session_id, SessionState.CANCELLED, "the run was cancelled"
+                )
+            raise
+        self._end_session(run.run_id, session_id, status, reason)
+
     async def _generation(
-        self,
-        run_id: str,
-        plan: dict[str, Any],
-        session_id: str,
-        persona: PersonaProfile,
-        model: Model,
-        generation: int,
+        self, run: RunRecord, session_id: str, model: Model, generation: int
     ) -> Finish:
         profile = await self._fleet.acquire(session_id, timeout_s=ACQUIRE_TIMEOUT_S)
         broken = False
         try:
-            origin = _origin(plan["target_url"])
             understudy_session = self._understudy.session(
-                allowed_origins=[origin],
+                allowed_origins=[_origin(run.target_url)],
                 profile_state_key=_profile_key(self._settings, profile),
                 device_id=profile.device_id,
             )
             try:
                 await understudy_session.open()
-            except (ProblemError, UnderstudyError) as exc:
+            except UnderstudyError as exc:
                 broken = True
-                raise BrowserLost(
-                    f"could not open a session on {profile.device_id}: {exc}"
-                ) from exc
-            self._store.mark_session(
-                session_id,
-                "running",
-                generation=generation,
-                device_id=profile.device_id,
-                understudy_session_id=str(understudy_session.id),
-            )
+                raise BrowserLost(f"no session on {profile.device_id}: {exc}") from exc
             try:
-                progress = self._store.run_sessions(run_id)
-                next_turn = next(s["next_turn"] for s in progress if s["session_id"] == session_id)
+                session = self._store.start_session(
+                    session_id,
+                    understudy_session_id=str(understudy_session.id),
+                    device_id=profile.device_id,
+                )
                 gen = Generation(
-                    run_id=run_id,
+                    run_id=run.run_id,
                     session_id=session_id,
-                    persona=persona,
-                    task=plan["task"],
-                    target_url=plan["target_url"],
-                    turn_budget=int(plan["turn_budget"]),
+                    persona=_persona(session.persona),
+                    task=run.task,
+                    target_url=run.target_url,
+                    turn_budget=run.turn_budget,
                     generation=generation,
-                    next_turn=int(next_turn),
+                    next_turn=session.turn + 1,
                     prior_reactions=[
-                        PriorReaction(r["step"], r["sentiment"], r["note"], r["url"])
-                        for r in self._store.prior_reactions(session_id)
+                        PriorReaction(r.step, r.sentiment, r.note, r.url)
+                        for r in self._store.reactions(session_id=session_id)
                     ],
                 )
                 loop = PersonaLoop(model, understudy_session, self._store, self._screenshots)

@@ -193,5 +193,7 @@ class ScriptedModel:
     async def decide(self, request: TurnRequest) -> Decision:
         self.requests.append(request)
         if not self.decisions:
-            return Decision(ToolCall("finish", {"success": False, "summary": "script ended"}))
+            return Decision(
+                ToolCall("finish", {"success": False, "summary": "script ended", "ease": 4})
+            )
         return self.decisions.pop(0)
