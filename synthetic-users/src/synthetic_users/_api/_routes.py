@@ -1,0 +1,368 @@
+"""The operations of spec/synthetic-users/openapi.yaml, one handler each (downloads share)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from litestar import Request, Response, delete, get, post
+
+from synthetic_users._api import _views
+from synthetic_users._api._parse import (
+    idempotency_key,
+    json_body,
+    limit_and_cursor,
+    run_request,
+    validate,
+)
+from synthetic_users._api._problems import ProblemError, field_error, validation_failed
+from synthetic_users._artifacts import ArtifactNotFound, run_prefix, session_prefix
+from synthetic_users._store import (
+    SCHEMA_VERSION,
+    BadCursor,
+    IdempotencyConflict,
+    NewRun,
+    PersonaNotFound,
+    RunNotFound,
+    SessionNotFound,
+)
+from synthetic_users.generated import models
+
+if TYPE_CHECKING:
+    from synthetic_users._api._services import Services
+    from synthetic_users._artifacts import ArtifactStore
+    from synthetic_users._store import PersonaRecord, RunRecord, SessionRecord, Store
+
+JSON: Final = "application/json"
+_RUN_ID: Final = re.compile(r"run_[0-9a-f]{32}")
+_SESSION_ID: Final = re.compile(r"ses_[0-9a-f]{32}")
+_PERSONA_ID: Final = re.compile(r"per_[0-9a-f]{32}")
+_SCREENSHOT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,123}\.png")
+# Artifact file name -> content type. Reports are self-contained, so their page may load nothing
+# but its own inline styles and data: images (the report may quote text from the target site).
+MEDIA_TYPES: Final = {
+    "report.json": JSON,
+    "report.md": "text/markdown; charset=utf-8",
+    "report.html": "text/html; charset=utf-8",
+    "transcript.json.gz": "application/gzip",
+}
+ARTIFACT_HEADERS: Final = {
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": (
+        "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; "
+        "frame-ancestors 'none'"
+    ),
+}
+WWW_AUTHENTICATE: Final = {"WWW-Authenticate": 'Bearer realm="synthetic-users"'}
+
+
+@dataclass(frozen=True)
+class RunDefaults:
+    """What a run gets for the fields its request leaves out."""
+
+    turn_budget: int = 30
+    model: str = "heuristic"
+
+
+@dataclass(frozen=True)
+class ApiState:
+    store: Store
+    artifacts: ArtifactStore
+    services: Services
+    defaults: RunDefaults
+
+
+def _state(request: Request[Any, Any, Any]) -> ApiState:
+    state: ApiState = request.app.state.api
+    return state
+
+
+def _json(
+    body: dict[str, Any], status: int = 200, headers: dict[str, str] | None = None
+) -> Response[Any]:
+    return Response(body, status_code=status, media_type=JSON, headers=headers or {})
+
+
+def customer(request: Request[Any, Any, Any]) -> str:
+    """The customer whose `Authorization: Bearer <api key>` this is; `401` otherwise."""
+    values = request.headers.getall("authorization", [])
+    if len(values) > 1:
+        # Two credentials: a proxy and the service could each authenticate a different one.
+        raise ProblemError(
+            401, "unauthorized", "send exactly one Authorization header", headers=WWW_AUTHENTICATE
+        )
+    scheme, _, token = (values[0] if values else "").partition(" ")
+    who = None
+    if scheme.lower() == "bearer" and token.strip():
+        who = _state(request).store.authenticate(token.strip())
+    if who is None:
+        raise ProblemError(
+            401,
+            "unauthorized",
+            "send your API key as 'Authorization: Bearer suk_…' (create one with "
+            "`synthetic-users keys create --customer <name>`)",
+            headers=WWW_AUTHENTICATE,
+        )
+    return who
+
+
+def _run(state: ApiState, who: str, run_id: str) -> RunRecord:
+    if not _RUN_ID.fullmatch(run_id):
+        raise ProblemError(404, "run_not_found", "no run with this id")
+    try:
+        return state.store.get_run(run_id, who)
+    except RunNotFound:
+        raise ProblemError(404, "run_not_found", "no run with this id") from None
+
+
+# -- runs ----------------------------------------------------------------------------------------
+
+
+@post("/runs", status_code=202)
+async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    key = idempotency_key(request)
+    data = await json_body(request)
+    req = run_request(data)
+    personas: list[dict[str, Any]] = []
+    missing: list[dict[str, str]] = []
+    for i, persona in enumerate(req.personas):
+        if isinstance(persona, models.PersonaRef):
+            try:
+                saved = state.store.get_persona(who, persona.persona_id)
+            except PersonaNotFound:
+                missing.append({"path": f"/personas/{i}/persona_id", "message": "no such persona"})
+                continue
+            personas.append({"persona_id": saved.persona_id, **saved.persona})
+        else:
+            personas.append(persona.to_wire())
+    if missing:
+        raise validation_failed(missing)
+    new = NewRun(
+        target_url=req.target_url,
+        task=req.task,
+        turn_budget=req.turn_budget or state.defaults.turn_budget,
+        model=req.model or state.defaults.model,
+        personas=personas,
+        # The request as validated (defaults filled in), so equal requests hash equal.
+        request_hash=hashlib.sha256(
+            json.dumps(req.to_wire(), sort_keys=True, separators=(",", ":")).encode()
+        ).hexdigest(),
+        credential_id=req.credential_id,
+    )
+    try:
+        run, created = state.store.create_run(who, new, idempotency_key=key)
+    except IdempotencyConflict:
+        raise ProblemError(
+            409,
+            "idempotency_conflict",
+            "this Idempotency-Key already created a run from a different request; "
+            "use a new key for a new run",
+        ) from None
+    if created:
+        state.services.run_created(run)
+    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
+    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+
+
+@get("/runs")
+async def list_runs(request: Request[Any, Any, Any]) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    limit, cursor = limit_and_cursor(request)
+    try:
+        page = state.store.list_runs(who, limit=limit, cursor=cursor)
+    except BadCursor as exc:
+        raise field_error("cursor", str(exc)) from None
+    return _json(_views.run_list(page.items, page.next_cursor))
+
+
+@get("/runs/{run_id:str}")
+async def get_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    state = _state(request)
+    run = _run(state, customer(request), run_id)
+    view = _views.run_view(run, state.store.sessions(run_id), state.store.reactions(run_id=run_id))
+    return _json(view)
+
+
+@delete("/runs/{run_id:str}", status_code=200)
+async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    _run(state, who, run_id)
+    run, changed = state.store.cancel_run(run_id, who)
+    if changed:
+        state.services.run_cancelled(run)
+    view = _views.run_view(run, state.store.sessions(run_id), state.store.reactions(run_id=run_id))
+    return _json(view, 202 if changed else 200)
+
+
+@get("/runs/{run_id:str}/sessions/{session_id:str}")
+async def get_session(
+    request: Request[Any, Any, Any], run_id: str, session_id: str
+) -> Response[Any]:
+    state = _state(request)
+    _run(state, customer(request), run_id)
+    session = _session(state, run_id, session_id)
+    view = _views.session_detail(
+        session,
+        state.store.reactions(session_id=session_id),
+        state.store.turns(session_id),
+    )
+    return _json(view)
+
+
+def _session(state: ApiState, run_id: str, session_id: str) -> SessionRecord:
+    if not _SESSION_ID.fullmatch(session_id):
+        raise ProblemError(404, "session_not_found", "no session with this id in this run")
+    try:
+        return state.store.get_session(session_id, run_id)
+    except SessionNotFound:
+        raise ProblemError(
+            404, "session_not_found", "no session with this id in this run"
+        ) from None
+
+
+# -- artifacts -----------------------------------------------------------------------------------
+
+
+@get(
+    [
+        "/runs/{run_id:str}/report.json",
+        "/runs/{run_id:str}/report.md",
+        "/runs/{run_id:str}/report.html",
+    ]
+)
+async def run_report(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+    state = _state(request)
+    run = _run(state, customer(request), run_id)
+    name = request.url.path.rsplit("/", 1)[1]
+    key = f"{run_prefix(run.customer_id, run_id)}/{name}"
+    return _artifact(
+        state, key, MEDIA_TYPES[name], "the aggregate report is written when the run ends"
+    )
+
+
+@get(
+    [
+        "/runs/{run_id:str}/sessions/{session_id:str}/transcript.json.gz",
+        "/runs/{run_id:str}/sessions/{session_id:str}/report.json",
+        "/runs/{run_id:str}/sessions/{session_id:str}/report.md",
+        "/runs/{run_id:str}/sessions/{session_id:str}/report.html",
+    ]
+)
+async def session_artifact(
+    request: Request[Any, Any, Any], run_id: str, session_id: str
+) -> Response[Any]:
+    state = _state(request)
+    run = _run(state, customer(request), run_id)
+    _session(state, run_id, session_id)
+    name = request.url.path.rsplit("/", 1)[1]
+    key = f"{session_prefix(run.customer_id, run_id, session_id)}/{name}"
+    return _artifact(state, key, MEDIA_TYPES[name], f"{name} is written when the session ends")
+
+
+@get("/runs/{run_id:str}/sessions/{session_id:str}/screenshots/{name:str}")
+async def screenshot(
+    request: Request[Any, Any, Any], run_id: str, session_id: str, name: str
+) -> Response[Any]:
+    state = _state(request)
+    run = _run(state, customer(request), run_id)
+    _session(state, run_id, session_id)
+    if not _SCREENSHOT.fullmatch(name):
+        raise ProblemError(404, "artifact_not_found", "no screenshot with this name")
+    key = f"{session_prefix(run.customer_id, run_id, session_id)}/screenshots/{name}"
+    return _artifact(state, key, "image/png", "no screenshot with this name (yet)")
+
+
+def _artifact(state: ApiState, key: str, media_type: str, missing: str) -> Response[Any]:
+    try:
+        data = state.artifacts.get(key)
+    except ArtifactNotFound:
+        raise ProblemError(404, "artifact_not_found", missing) from None
+    headers = dict(ARTIFACT_HEADERS)
+    if key.endswith(".gz"):
+        # A file to save, not a body to decompress: no Content-Encoding.
+        headers["Content-Disposition"] = 'attachment; filename="transcript.json.gz"'
+    return Response(data, media_type=media_type, headers=headers)
+
+
+# -- personas ------------------------------------------------------------------------------------
+
+
+@post("/personas", status_code=201)
+async def create_persona(request: Request[Any, Any, Any]) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    persona = validate(models.PersonaInput, await json_body(request))
+    record = state.store.create_persona(who, persona.to_wire())
+    return _json(_views.saved_persona(record), 201, {"Location": f"/personas/{record.persona_id}"})
+
+
+@get("/personas")
+async def list_personas(request: Request[Any, Any, Any]) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    limit, cursor = limit_and_cursor(request)
+    try:
+        page = state.store.list_personas(who, limit=limit, cursor=cursor)
+    except BadCursor as exc:
+        raise field_error("cursor", str(exc)) from None
+    return _json(_views.persona_list(page.items, page.next_cursor))
+
+
+@get("/personas/{persona_id:str}")
+async def get_persona(request: Request[Any, Any, Any], persona_id: str) -> Response[Any]:
+    state = _state(request)
+    who = customer(request)
+    return _json(_views.saved_persona(_persona(state, who, persona_id)))
+
+
+@delete("/personas/{persona_id:str}", status_code=204)
+async def delete_persona(request: Request[Any, Any, Any], persona_id: str) -> None:
+    state = _state(request)
+    who = customer(request)
+    _persona(state, who, persona_id)
+    try:
+        state.store.delete_persona(who, persona_id)
+    except PersonaNotFound:
+        raise ProblemError(404, "persona_not_found", "no saved persona with this id") from None
+
+
+def _persona(state: ApiState, who: str, persona_id: str) -> PersonaRecord:
+    try:
+        if not _PERSONA_ID.fullmatch(persona_id):
+            raise PersonaNotFound(persona_id)
+        return state.store.get_persona(who, persona_id)
+    except PersonaNotFound:
+        raise ProblemError(404, "persona_not_found", "no saved persona with this id") from None
+
+
+# -- operations ----------------------------------------------------------------------------------
+
+
+@get("/healthz")
+async def healthz(request: Request[Any, Any, Any]) -> Response[Any]:
+    _state(request).store.ping()
+    return _json(models.Health(status="ok", schema_version=SCHEMA_VERSION).to_wire())
+
+
+ROUTES: Final = [
+    create_run,
+    list_runs,
+    get_run,
+    cancel_run,
+    get_session,
+    run_report,
+    session_artifact,
+    screenshot,
+    create_persona,
+    list_personas,
+    get_persona,
+    delete_persona,
+    healthz,
+]

@@ -1,0 +1,227 @@
+"""`synthetic-users`: serve the API, migrate its database, create API keys.
+
+    synthetic-users serve [--host H] [--port P]   the API (and the orchestrator) until Ctrl-C
+    synthetic-users migrate                       create the database or apply pending migrations
+    synthetic-users keys create --customer C      print a new API key for customer C, once
+    synthetic-users --version
+
+Settings come from the environment (`_config.py`); `--data-dir` overrides
+SYNTHETIC_USERS_DATA_DIR. Keys are printed once and stored only as SHA-256 digests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import os
+import re
+import sqlite3
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from synthetic_users import __version__
+from synthetic_users._config import ConfigError, Settings, load_settings
+from synthetic_users._store import SCHEMA_VERSION, SchemaTooNewError, Store
+
+if TYPE_CHECKING:
+    import socket
+
+    from synthetic_users._api import Services
+    from synthetic_users._artifacts import ArtifactStore
+
+CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+LOCK_FILE: Final = "service.lock"
+
+
+def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -> Services:
+    """What `serve` runs beside the API: the orchestrator (fleet, agent loops, reports).
+
+    The app's lifespan calls `services.start()` (resume `store.claim_resumable_runs()`, start the
+    fleet) and `services.stop()`; `POST /runs` and `DELETE /runs/{id}` call `run_created` and
+    `run_cancelled`. Until the orchestrator is wired in here, runs stay `queued`.
+    """
+    from synthetic_users._api import IdleServices
+
+    return IdleServices()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        return _fail(str(exc))
+    if args.data_dir is not None:
+        settings = replace(settings, data_dir=args.data_dir)
+    if args.command == "migrate":
+        return _migrate(settings)
+    if args.command == "keys":
+        return _create_key(settings, args.customer)
+    return _serve(settings, args.host, args.port)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synthetic-users",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"synthetic-users {__version__}")
+    parser.add_argument("--data-dir", type=Path, help="overrides SYNTHETIC_USERS_DATA_DIR")
+    commands = parser.add_subparsers(dest="command")
+    serve = commands.add_parser("serve", help="serve the API until Ctrl-C")
+    serve.add_argument("--host", help="overrides SYNTHETIC_USERS_HOST")
+    serve.add_argument("--port", type=int, help="overrides SYNTHETIC_USERS_PORT (0: any free)")
+    commands.add_parser("migrate", help="create the database or apply pending migrations")
+    keys = commands.add_parser("keys", help="API keys")
+    key_commands = keys.add_subparsers(dest="keys_command", required=True)
+    create = key_commands.add_parser("create", help="print a new API key once")
+    create.add_argument("--customer", required=True, help="the customer it belongs to")
+    return parser
+
+
+def _fail(message: str) -> int:
+    print(f"synthetic-users: {message}", file=sys.stderr)
+    return 2
+
+
+def _open(settings: Settings) -> Store:
+    return Store.open(settings.db_path)
+
+
+def _migrate(settings: Settings) -> int:
+    try:
+        store = _open(settings)
+    except SchemaTooNewError as exc:
+        return _fail(str(exc))
+    except (OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    store.close()
+    print(f"synthetic-users: {settings.db_path} is at schema version {SCHEMA_VERSION}")
+    return 0
+
+
+def _create_key(settings: Settings, customer: str) -> int:
+    if not CUSTOMER.fullmatch(customer):
+        return _fail("--customer must be lower-case letters, digits, '-' or '_' (at most 63)")
+    try:
+        store = _open(settings)
+    except (SchemaTooNewError, OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    try:
+        key = store.create_key(customer)
+    finally:
+        store.close()
+    print(key)
+    print(
+        f"synthetic-users: API key for customer {customer!r}; it is shown only this once",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _serve(settings: Settings, host: str | None, port: int | None) -> int:
+    from synthetic_users._artifacts import DirectoryStore
+
+    settings = replace(
+        settings, host=host or settings.host, port=settings.port if port is None else port
+    )
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    lock = _lock(settings.data_dir)
+    if lock is None:
+        return _fail(
+            f"another synthetic-users service uses {settings.data_dir}; stop it or give "
+            "--data-dir another directory"
+        )
+    try:
+        store = _open(settings)
+    except SchemaTooNewError as exc:
+        return _fail(str(exc))
+    except (OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    artifacts = DirectoryStore(settings.artifacts_dir)
+    try:
+        listener = _listen(settings.host, settings.port)
+    except OSError as exc:
+        store.close()
+        return _fail(
+            f"cannot listen on {settings.host}:{settings.port} ({exc.strerror or exc}); give "
+            "--port (or SYNTHETIC_USERS_PORT) a free port"
+        )
+    try:
+        return _run(settings, store, artifacts, listener)
+    finally:
+        store.close()
+        os.close(lock)
+
+
+def _lock(data_dir: Path) -> int | None:
+    """Hold an exclusive lock on the data directory: two services would resume the same runs."""
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    # Bound here so a taken port is a one-line refusal, and "serving" is printed only once
+    # something listens.
+    import socket
+
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(2048)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
+def _run(
+    settings: Settings, store: Store, artifacts: ArtifactStore, listener: socket.socket
+) -> int:
+    import uvicorn
+
+    from synthetic_users._api import RunDefaults, create_app
+
+    services = build_services(settings, store, artifacts)
+    app = create_app(
+        store,
+        artifacts,
+        services=services,
+        defaults=RunDefaults(turn_budget=settings.default_turn_budget, model=settings.model),
+    )
+    bound = listener.getsockname()[1]
+    url = f"http://{settings.host}:{bound}"
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                print(f"synthetic-users: serving on {url} (reference at {url}/docs)", flush=True)
+
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    server = Server(config)
+    try:
+        server.run(sockets=[listener])
+    finally:
+        listener.close()
+    return 0 if server.started else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
