@@ -672,6 +672,17 @@ def _operator_device(services: Services, device: Device) -> m.OperatorDevice:
     )
 
 
+@route(
+    "/v1/operator/tenants/{tenant:str}/devices",
+    http_method=HttpMethod.OPTIONS,
+    status_code=204,
+    include_in_schema=False,
+)
+async def operator_devices_options() -> Response[None]:
+    # Two handlers on one path: the Litestar 2 OPTIONS defect of `session_options` again.
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
 @get("/v1/operator/tenants/{tenant:str}/devices")
 async def list_tenant_devices(
     request: Request[Any, Any, Any], tenant: FromPath[str]
@@ -1073,6 +1084,7 @@ def create_app(services: Services) -> Litestar:
             poll_command,
             list_devices,
             connect_ticket,
+            operator_devices_options,
             list_tenant_devices,
             enroll_device,
             revoke_device,
