@@ -123,13 +123,17 @@ async def test_history_replays_each_turn_as_page_call_and_result_with_paired_ids
             summary="error element_not_found: g2e9",
             page="# Cart page",
         ),
+        exchange(page="# Cart page again"),
     )
 
     await model.decide(turn_request(history=history))
 
     messages = wire.requests[0].body["messages"]
     roles = [message["role"] for message in messages]
-    assert roles == ["system", "user", "assistant", "tool", "user", "assistant", "tool", "user"]
+    assert roles == ["system"] + ["user", "assistant", "tool"] * 3 + ["user"]
+    ids = [message["tool_calls"][0]["id"] for message in messages if message["role"] == "assistant"]
+    assert [message["tool_call_id"] for message in messages if message["role"] == "tool"] == ids
+    assert len(set(ids)) == 3
     assert messages[1]["content"] == "# Scarves page"
     first_call = messages[2]["tool_calls"][0]
     assert messages[2]["content"] == "Add it to the cart."

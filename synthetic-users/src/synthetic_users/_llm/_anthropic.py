@@ -118,6 +118,11 @@ class AnthropicMessagesModel:
         """`anthropic:<model>`."""
         return self._label
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether `aclose` ran."""
+        return self._client.is_closed()
+
     async def aclose(self) -> None:
         """Close the HTTP connections; the model cannot be used afterwards."""
         await self._client.close()
