@@ -80,7 +80,7 @@ class AnthropicMessagesModel:
 
     Args:
         model: the model name (`claude-…`).
-        api_key: sent as `x-api-key`.
+        api_key: the API key (anthropic 2.10 sends it as `Authorization: Bearer …`).
         timeout_s: the whole call's deadline; past it, `decide` raises `ModelTimeout`.
         base_url: the API root; None for Anthropic itself (tests point it at a local server).
         max_retries: the SDK's own retries; keep 0 so the loop sees every failure.
@@ -117,6 +117,11 @@ class AnthropicMessagesModel:
     def label(self) -> str:
         """`anthropic:<model>`."""
         return self._label
+
+    @property
+    def is_closed(self) -> bool:
+        """Whether `aclose` ran."""
+        return self._client.is_closed()
 
     async def aclose(self) -> None:
         """Close the HTTP connections; the model cannot be used afterwards."""

@@ -109,3 +109,14 @@ def _missing_key(provider: str) -> ValueError:
     return ValueError(
         f"provider {provider!r} needs an API key: pass api_key or set {KEY_VARIABLES[provider]}"
     )
+
+
+async def close_model(model: Model) -> None:
+    """Release what a model holds (the SDK adapters' HTTP connections); others hold nothing.
+
+    `Model` has no close of its own (scripted and heuristic models need none), so whoever built
+    a model with `model_from_settings` calls this once its sessions are over.
+    """
+    aclose = getattr(model, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -111,6 +111,11 @@ class OpenAIChatModel:
         """`openai:<model>`, or `openai-compatible:<model>@<host[:port]>` for other servers."""
         return self._label
 
+    @property
+    def is_closed(self) -> bool:
+        """Whether `aclose` ran."""
+        return self._client.is_closed()
+
     async def aclose(self) -> None:
         """Close the HTTP connections; the model cannot be used afterwards."""
         await self._client.close()

@@ -133,8 +133,7 @@ def observation_message(request: TurnRequest) -> str:
         request: the turn; its observation's `text` is the snapshot rendered for a model.
 
     Returns:
-        Plain text. The loop keeps it as the step's `Exchange.observation_text`, so later turns
-        replay exactly what the model saw.
+        Plain text. Later turns replay the step as its `Exchange.observation_text` instead.
     """
     observation = request.observation
     lines = [
@@ -182,6 +181,12 @@ def offered_tools(request: TurnRequest) -> Sequence[ToolSpec]:
     return finish or [tool for tool in tool_specs() if tool.name == FINISH]
 
 
+# The agent loop's action check (`_actions`) accepts strings of 1 to MAX_TEXT characters and up to
+# MAX_VALUES options; the schemas say the same, so a call the schema admits is one the loop runs.
+MAX_TEXT: Final = 2000
+MAX_VALUES: Final = 20
+
+TEXT_SCHEMA: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
 EASE_SCHEMA: Final[dict[str, Any]] = {
     "type": "integer",
     "minimum": 1,
@@ -220,7 +225,7 @@ def tool_specs() -> list[ToolSpec]:
     """The persona's action catalogue: one `ToolSpec` per action, with a precise JSON Schema.
 
     Every schema is a closed object (`additionalProperties: false`) whose required fields include
-    `ease`. Limits follow Understudy's command catalogue, so a valid call is a valid command.
+    `ease`. Limits are the loop's action check's (and within Understudy's command catalogue's).
 
     Returns:
         A new list each time (callers may filter it), in a stable order.
@@ -232,7 +237,7 @@ def tool_specs() -> list[ToolSpec]:
             "Type text into a field key by key, as a person would.",
             {
                 "ref": REF_SCHEMA,
-                "text": {"type": "string", "maxLength": 10000},
+                "text": TEXT_SCHEMA,
                 "submit": {
                     "type": "boolean",
                     "default": False,
@@ -244,7 +249,7 @@ def tool_specs() -> list[ToolSpec]:
         _action(
             "fill",
             "Replace the whole content of a field with a value.",
-            {"ref": REF_SCHEMA, "value": {"type": "string", "maxLength": 10000}},
+            {"ref": REF_SCHEMA, "value": TEXT_SCHEMA},
             ["ref", "value"],
         ),
         _action(
@@ -255,8 +260,8 @@ def tool_specs() -> list[ToolSpec]:
                 "values": {
                     "type": "array",
                     "minItems": 1,
-                    "maxItems": 100,
-                    "items": {"type": "string", "minLength": 1, "maxLength": 1000},
+                    "maxItems": MAX_VALUES,
+                    "items": {"type": "string", "maxLength": MAX_TEXT},
                     "description": "The options to choose, as the list shows them.",
                 },
             },
@@ -277,7 +282,7 @@ def tool_specs() -> list[ToolSpec]:
         _action(
             "navigate",
             "Go to a web address, as if typed in the address bar.",
-            {"url": {"type": "string", "pattern": "^https?://", "maxLength": 2048}},
+            {"url": {"type": "string", "pattern": "^https?://", "maxLength": MAX_TEXT}},
             ["url"],
         ),
         _action(
@@ -287,8 +292,7 @@ def tool_specs() -> list[ToolSpec]:
                 "sentiment": {"type": "string", "enum": list(SENTIMENTS)},
                 "note": {
                     "type": "string",
-                    "minLength": 1,
-                    "maxLength": 2000,
+                    **TEXT_SCHEMA,
                     "description": "What you felt and why, in your own words.",
                 },
                 "ref": {**REF_SCHEMA, "description": "The element it is about, when there is one."},
@@ -302,8 +306,7 @@ def tool_specs() -> list[ToolSpec]:
                 "success": {"type": "boolean", "description": "True only if the task is done."},
                 "summary": {
                     "type": "string",
-                    "minLength": 1,
-                    "maxLength": 4000,
+                    **TEXT_SCHEMA,
                     "description": "What happened and how it felt, in your own words.",
                 },
             },
