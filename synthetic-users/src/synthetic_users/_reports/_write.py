@@ -22,7 +22,7 @@ from synthetic_users._reports._render import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from synthetic_users._artifacts import ArtifactStore
 
@@ -47,7 +47,7 @@ def read_transcript(data: bytes) -> dict[str, Any]:
     return value
 
 
-def _loader(store: ArtifactStore, prefix: str) -> Any:
+def _loader(store: ArtifactStore, prefix: str) -> Callable[[str], bytes | None]:
     def load(name: str) -> bytes | None:
         try:
             return store.get(f"{prefix}/screenshots/{name}")
@@ -105,9 +105,7 @@ def write_aggregate_artifacts(
             continue
 
     def screenshot(session_id: str, name: str) -> bytes | None:
-        load = _loader(store, session_prefix(customer, run_id, session_id))
-        data: bytes | None = load(name)
-        return data
+        return _loader(store, session_prefix(customer, run_id, session_id))(name)
 
     prefix = run_prefix(customer, run_id)
     files = {
