@@ -16,6 +16,7 @@ from synthetic_users._store import NewRun, SessionState, Store
 from ._fakes import FakeSession, MemoryRecorder, SessionTerminal, problem, snapshot
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from pathlib import Path
 
     from synthetic_users._llm._base import TurnRequest
@@ -38,7 +39,9 @@ class FakeFleet:
     async def start(self) -> None:
         return None
 
-    async def acquire(self, holder: str, *, timeout_s: float = 60.0) -> Profile:
+    async def acquire(
+        self, holder: str, *, timeout_s: float = 60.0, allowed_origins: Sequence[str] | None = None
+    ) -> Profile:
         if self.free == 0:
             raise FleetExhausted("no profile")
         self.free -= 1
@@ -81,7 +84,7 @@ class Published:
     sessions: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
 
-    def session_ended(self, run_id: str, session_id: str) -> None:
+    def session_ended(self, run_id: str, session_id: str, model_label: str) -> None:
         self.sessions.append(session_id)
 
     def run_ended(self, run_id: str) -> None:
@@ -129,7 +132,7 @@ def harness(tmp_path: Path, scripts: dict[str, list[Decision]], **settings: Any)
         store,
         fleet,
         understudy,  # type: ignore[arg-type]
-        lambda _: ByPersona(),
+        lambda _run, _session: ByPersona(),
         MemoryRecorder(),
         published,
         OrchestratorSettings(**settings),

@@ -51,7 +51,7 @@ ACQUIRE_TIMEOUT_S = 120.0
 class Publisher(Protocol):
     """Writes the reports once a persona session, or the whole run, has ended."""
 
-    def session_ended(self, run_id: str, session_id: str) -> None: ...
+    def session_ended(self, run_id: str, session_id: str, model_label: str) -> None: ...
 
     def run_ended(self, run_id: str) -> None: ...
 
@@ -70,7 +70,7 @@ class Orchestrator:
         store: Store,
         fleet: Fleet,
         understudy: AsyncClient,
-        model_for: Callable[[str], Model],
+        model_for: Callable[[RunRecord, SessionRecord], Model],
         screenshots: Screenshots,
         publisher: Publisher,
         settings: OrchestratorSettings | None = None,
@@ -152,11 +152,13 @@ class Orchestrator:
         except Exception:
             log.exception("the aggregate report of run %s could not be written", run_id)
 
-    def _end_session(self, run_id: str, session_id: str, status: SessionState, reason: str) -> None:
+    def _end_session(
+        self, run_id: str, session_id: str, status: SessionState, reason: str, label: str
+    ) -> None:
         with contextlib.suppress(IllegalTransition):  # cancelled through the API meanwhile
             self._store.set_session_state(session_id, status, reason or None)
         try:
-            self._publisher.session_ended(run_id, session_id)
+            self._publisher.session_ended(run_id, session_id, label)
         except Exception:
             log.exception("the report of session %s could not be written", session_id)
 
@@ -165,9 +167,10 @@ class Orchestrator:
         if row.status is SessionState.RUNNING:
             # It was running when the service stopped: that generation's browser is gone.
             self._store.bump_generation(session_id)
-        status, reason = SessionState.FAILED, ""
+        status, reason, label = SessionState.FAILED, "", run.model
         try:
-            model = self._model_for(run.model)
+            model = self._model_for(run, row)
+            label = model.label
             while True:
                 generation = self._store.get_session(session_id).generation
                 if generation > self._settings.max_generations:
@@ -196,20 +199,22 @@ class Orchestrator:
             status, reason = SessionState.CANCELLED, "the run was cancelled"
         except asyncio.CancelledError:
             if not self._closing:
-                self._end_session(
-                    run.run_id, session_id, SessionState.CANCELLED, "the run was cancelled"
-                )
+                cancelled = "the run was cancelled"
+                self._end_session(run.run_id, session_id, SessionState.CANCELLED, cancelled, label)
             raise
-        self._end_session(run.run_id, session_id, status, reason)
+        self._end_session(run.run_id, session_id, status, reason, label)
 
     async def _generation(
         self, run: RunRecord, session_id: str, model: Model, generation: int
     ) -> Finish:
-        profile = await self._fleet.acquire(session_id, timeout_s=ACQUIRE_TIMEOUT_S)
+        origin = _origin(run.target_url)
+        profile = await self._fleet.acquire(
+            session_id, timeout_s=ACQUIRE_TIMEOUT_S, allowed_origins=[origin]
+        )
         broken = False
         try:
             understudy_session = self._understudy.session(
-                allowed_origins=[_origin(run.target_url)],
+                allowed_origins=[origin],
                 profile_state_key=_profile_key(self._settings, profile),
                 device_id=profile.device_id,
             )
