@@ -36,9 +36,9 @@ from synthetic_users._store import IllegalTransition, RunState, SessionState
 from understudy_connector import UnderstudyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
-    from synthetic_users._fleet._base import Fleet
+    from synthetic_users._fleet._base import Fleet, Profile
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._store import RunRecord, SessionRecord, Store
@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("synthetic_users.orchestrator")
 
 ACQUIRE_TIMEOUT_S = 120.0
+BROWSER_WATCH_S = 0.25  # how often a generation checks that its browser process still runs
 
 
 class Publisher(Protocol):
@@ -212,6 +213,32 @@ class Orchestrator:
             raise
         self._end_session(run.run_id, session_id, status, reason, label)
 
+    async def _watched(self, work: Coroutine[Any, Any, Finish], profile: Profile) -> Finish:
+        """Run a generation's loop, and end it the moment its browser process dies.
+
+        Without this the loop would learn of a crash only from Understudy, after the command in
+        flight times out and the connector's retries for an unavailable session run out (about
+        a minute and a half, measured); the process is the first thing to know.
+        """
+        loop = asyncio.ensure_future(work)
+        watch = asyncio.ensure_future(self._until_dead(profile))
+        try:
+            await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if loop.done():
+                return loop.result()
+            raise BrowserLost(f"the browser of {profile.device_id} exited")
+        finally:
+            for task in (loop, watch):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _until_dead(self, profile: Profile) -> None:
+        # Polled: the fleet reports a process's exit only when asked (`Popen.poll`).
+        while self._fleet.alive(profile):  # noqa: ASYNC110
+            await asyncio.sleep(BROWSER_WATCH_S)
+
     async def _forget(self, understudy_session_id: str | None) -> None:
         """Delete a lost generation's Understudy session (best effort: it may be gone)."""
         if understudy_session_id is None:
@@ -261,7 +288,7 @@ class Orchestrator:
                     ],
                 )
                 loop = PersonaLoop(model, understudy_session, self._store, self._screenshots)
-                return await loop.run(gen)
+                return await self._watched(loop.run(gen), profile)
             except BrowserLost:
                 broken = True
                 raise
