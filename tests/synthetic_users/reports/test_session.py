@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from codegen._bundle import load_synthetic_users
 from synthetic_users._reports import synthesize_session
 from synthetic_users.generated.models import Report, Transcript
 from tests.synthetic_users.reports._build import (
@@ -428,3 +429,11 @@ def test_the_persona_s_error_page_and_the_loop_s_dead_link_are_one_point() -> No
     assert point["kind"] == "dead_link"
     assert point["steps"] == [2, 3]
     assert point["screenshots"] == ["step-003.png"]
+
+
+def test_the_spec_s_own_transcript_example_gives_a_valid_report() -> None:
+    (example,) = load_synthetic_users().defs["Transcript"]["examples"]
+    report = synthesize_session(example, status="completed", generated_at=NOW)
+    assert schema_errors("Report", report) == []
+    assert report["turns"] == len(example["turns"])
+    assert report["time_on_task_seconds"] == 2.0
