@@ -208,18 +208,34 @@ def test_a_malformed_stated_kind_falls_back_to_the_words() -> None:
     assert kinds(report) == ["slow_load"]
 
 
-def test_a_slow_step_is_a_slow_load_of_the_page_it_brought_up() -> None:
+def test_a_slow_step_is_a_slow_load_of_the_page_where_it_was_taken() -> None:
     turns = [
         turn(1, "click", path="/basket", elapsed_ms=3400.0, result="clicked button 'Checkout'"),
         turn(2, "fill", path="/checkout"),
     ]
     (point,) = report_of(turns)["friction_points"]
     assert point["kind"] == "slow_load"
-    assert point["url"] == SITE + "/checkout"
+    assert point["url"] == SITE + "/basket"
     assert point["steps"] == [1]
-    assert point["title"] == "Slow to respond on /checkout"
+    assert point["title"] == "Slow to respond on /basket"
     assert "clicked button 'Checkout'" in point["detail"]
     assert "3.4 s" in point["detail"]
+
+
+def test_one_slow_step_is_one_point_wherever_it_ends() -> None:
+    # Submitting the shipping form is slow whether it goes on to payment or comes back with an
+    # error; the persona complains on the page it lands on.
+    pay = "clicked button 'Continue to payment'"
+    turns = [
+        turn(1, "click", path="/shipping", elapsed_ms=2600.0, result=pay),
+        react(2, "frustrated", "Slow step: I waited 2.6 s.", path="/shipping"),
+        turn(3, "click", path="/shipping", elapsed_ms=2500.0, result=pay),
+        react(4, "neutral", "Slow step: I waited 2.5 s.", path="/payment"),
+    ]
+    (point,) = report_of(turns)["friction_points"]
+    assert (point["kind"], point["url"]) == ("slow_load", SITE + "/shipping")
+    assert point["steps"] == [1, 2, 3, 4]
+    assert point["screenshots"] == ["step-002.png", "step-004.png"]
 
 
 def test_a_step_at_the_threshold_is_not_slow_and_a_slow_reaction_step_is_ignored() -> None:

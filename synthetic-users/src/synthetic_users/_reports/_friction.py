@@ -10,7 +10,8 @@ Two sources feed the same list of *signals* (a kind, a page, the steps, the evid
   `PROBLEM_CUES` that matches, else `negative_reaction`); a neutral one counts only when its
   words name a known problem; a positive one never.
 - **Observation.** What the turns show without asking the persona: a step that took longer than
-  `SLOW_STEP_MS` (`slow_load`), an action that failed with a code about the site
+  `SLOW_STEP_MS` (`slow_load`, on the page where the step was taken, as is a persona's
+  complaint about the wait after a step), an action that failed with a code about the site
   (`failed_action`), a page whose title says it is an error (`error_page`, or `dead_link` when a
   click led there), a page the persona kept arriving back at (`LOOP_ARRIVALS` times or more in
   one generation) or the same action repeated `REPEATED_ACTIONS` times in a row on one page
@@ -196,16 +197,21 @@ def signals(turns: list[dict[str, Any]]) -> list[Signal]:
 
 def _reaction_signals(turns: list[dict[str, Any]]) -> list[Signal]:
     out = []
-    for turn in turns:
+    for i, turn in enumerate(turns):
         for reaction in turn.get("reactions", []):
             kind = reaction_kind(reaction, turn.get("action"))
             if kind is None:
                 continue
             about = f" about {reaction['element']}" if reaction.get("element") else ""
+            url = reaction["url"]
+            if kind == "slow_load":
+                # "I waited for the page" is about the step before, where the wait began.
+                step = _last_site_action(turns, i)
+                url = step["observation"]["url"] if step is not None else url
             out.append(
                 Signal(
                     kind,
-                    reaction["url"],
+                    url,
                     (reaction["step"],),
                     f"Step {reaction['step']}, {reaction['sentiment']}{about}: "
                     f'"{reaction["note"]}"',
@@ -217,25 +223,32 @@ def _reaction_signals(turns: list[dict[str, Any]]) -> list[Signal]:
 
 def _slow_steps(turns: list[dict[str, Any]]) -> list[Signal]:
     out = []
-    for i, turn in enumerate(turns):
+    for turn in turns:
         outcome, action = turn["outcome"], turn["action"]
         elapsed = float(outcome.get("elapsed_ms", 0.0))
         if action["name"] not in _SITE_ACTIONS or elapsed <= SLOW_STEP_MS:
             continue
-        # The wait belongs to the page it brought up: the next turn's, in the same browser.
-        after = turns[i + 1] if i + 1 < len(turns) else None
-        same_browser = after is not None and after["generation"] == turn["generation"]
-        url = after["observation"]["url"] if after is not None and same_browser else None
-        url = url or turn["observation"]["url"]
+        # The wait belongs to the page where the step was taken: "Continue to payment" on the
+        # shipping form is one slow step whether it ends on the payment page or back on the form.
         out.append(
             Signal(
                 "slow_load",
-                url,
+                turn["observation"]["url"],
                 (turn["turn"],),
                 f"Step {turn['turn']} ({outcome['summary']}) took {_seconds(elapsed)}.",
             )
         )
     return out
+
+
+def _last_site_action(turns: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """The last turn before `turns[i]` that acted on the site, past reactions, in its browser."""
+    for before in reversed(turns[:i]):
+        if before["generation"] != turns[i]["generation"]:
+            return None
+        if before["action"]["name"] in _SITE_ACTIONS:
+            return before
+    return None
 
 
 def _failed_actions(turns: list[dict[str, Any]]) -> list[Signal]:
