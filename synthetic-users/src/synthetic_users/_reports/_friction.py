@@ -243,8 +243,10 @@ def _slow_steps(turns: list[dict[str, Any]]) -> list[Signal]:
 
 def _last_site_action(turns: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
     """The last turn before `turns[i]` that acted on the site, past reactions, in its browser."""
-    for before in reversed(turns[:i]):
-        if before["generation"] != turns[i]["generation"]:
+    generation = turns[i]["generation"]
+    for j in range(i - 1, -1, -1):
+        before: dict[str, Any] = turns[j]
+        if before["generation"] != generation:
             return None
         if before["action"]["name"] in _SITE_ACTIONS:
             return before
