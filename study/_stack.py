@@ -145,6 +145,9 @@ class Service:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             process.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
 
 @dataclass

@@ -69,6 +69,11 @@ class FakeUnderstudy:
     sessions: list[FakeSession] = field(default_factory=list)
     lose_on_click: set[int] = field(default_factory=set)
 
+    deleted: list[str] = field(default_factory=list)
+
+    async def delete_session(self, session_id: object) -> None:
+        self.deleted.append(str(session_id))
+
     def session(self, **kwargs: Any) -> FakeSession:
         self.opened.append(kwargs)
         n = len(self.opened)
@@ -215,7 +220,8 @@ async def test_a_restart_resumes_a_running_session_as_a_new_generation(tmp_path:
     run_id = h.create(["Ada"])
     (session,) = h.store.sessions(run_id)
     # What the previous process left: the session running, two turns recorded.
-    h.store.start_session(session.session_id, understudy_session_id="old", device_id="dev-0")
+    old = "0b7d8f4e-2f44-4f7e-9a40-6a1c9d2b7e55"
+    h.store.start_session(session.session_id, understudy_session_id=old, device_id="dev-0")
     for turn in (1, 2):
         h.store.record_turn(
             session.session_id,
@@ -238,6 +244,8 @@ async def test_a_restart_resumes_a_running_session_as_a_new_generation(tmp_path:
     # The resumed generation goes on from turn 3, on the target again in a fresh browser.
     assert h.models["Ada"].requests[0].turn == 3
     assert h.understudy.sessions[0].calls[0] == ("navigate", f"{SITE}/")
+    # The lost generation's Understudy session is deleted so it frees the device's origins.
+    assert h.understudy.deleted == [old]
 
 
 async def test_cancelling_stops_the_sessions_and_still_writes_partial_reports(

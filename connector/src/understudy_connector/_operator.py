@@ -117,16 +117,6 @@ def _unreachable(call: _Call, error: httpx.TransportError) -> BackendUnreachable
     return BackendUnreachable(f"{call.operation}: the backend is unreachable ({error})")
 
 
-class _Operations:
-    """The operations, each returning the `_Call` that the sync or async client performs."""
-
-    list_devices = staticmethod(_list_devices)
-    enroll = staticmethod(_enroll)
-    revoke = staticmethod(_revoke)
-    create_key = staticmethod(_create_key)
-    settings = staticmethod(_settings)
-
-
 class OperatorClient:
     """A blocking client of the operator API.
 
@@ -184,7 +174,7 @@ class OperatorClient:
 
     def list_devices(self, tenant: str) -> OperatorDeviceList:
         """Every device ever enrolled in `tenant`, revoked ones included."""
-        result: OperatorDeviceList = self._perform(_Operations.list_devices(tenant))
+        result: OperatorDeviceList = self._perform(_list_devices(tenant))
         return result
 
     def enroll_device(
@@ -195,7 +185,7 @@ class OperatorClient:
         Raises:
             DeviceExists: the id is enrolled (and `rotate` is False) or was revoked.
         """
-        result: DeviceEnrollment = self._perform(_Operations.enroll(tenant, device_id, rotate))
+        result: DeviceEnrollment = self._perform(_enroll(tenant, device_id, rotate))
         return result
 
     def revoke_device(self, tenant: str, device_id: str) -> OperatorDevice:
@@ -204,17 +194,17 @@ class OperatorClient:
         Raises:
             DeviceNotFound: no such device was ever enrolled in the tenant.
         """
-        result: OperatorDevice = self._perform(_Operations.revoke(tenant, device_id))
+        result: OperatorDevice = self._perform(_revoke(tenant, device_id))
         return result
 
     def create_api_key(self, tenant: str, actor: str) -> ApiKeyCreated:
         """A new consumer API key for (`tenant`, `actor`); `api_key` is shown this once."""
-        result: ApiKeyCreated = self._perform(_Operations.create_key(tenant, actor))
+        result: ApiKeyCreated = self._perform(_create_key(tenant, actor))
         return result
 
     def set_unattended(self, tenant: str, enabled: bool) -> TenantSettings:
         """Set the tenant's durable unattended flag (the server setting still applies too)."""
-        result: TenantSettings = self._perform(_Operations.settings(tenant, enabled))
+        result: TenantSettings = self._perform(_settings(tenant, enabled))
         return result
 
 
@@ -247,11 +237,6 @@ class AsyncOperatorClient:
     def __repr__(self) -> str:  # never the token
         return f"AsyncOperatorClient({str(self._http.base_url)!r})"
 
-    @property
-    def base_url(self) -> str:
-        """The service origin this client talks to."""
-        return str(self._http.base_url).rstrip("/")
-
     async def __aenter__(self) -> Self:
         return self
 
@@ -280,28 +265,28 @@ class AsyncOperatorClient:
 
     async def list_devices(self, tenant: str) -> OperatorDeviceList:
         """Every device ever enrolled in `tenant`, revoked ones included."""
-        result: OperatorDeviceList = await self._perform(_Operations.list_devices(tenant))
+        result: OperatorDeviceList = await self._perform(_list_devices(tenant))
         return result
 
     async def enroll_device(
         self, tenant: str, device_id: str, *, rotate: bool = False
     ) -> DeviceEnrollment:
         """Enroll a device; see `OperatorClient.enroll_device`."""
-        call = _Operations.enroll(tenant, device_id, rotate)
+        call = _enroll(tenant, device_id, rotate)
         result: DeviceEnrollment = await self._perform(call)
         return result
 
     async def revoke_device(self, tenant: str, device_id: str) -> OperatorDevice:
         """Revoke a device (idempotent); see `OperatorClient.revoke_device`."""
-        result: OperatorDevice = await self._perform(_Operations.revoke(tenant, device_id))
+        result: OperatorDevice = await self._perform(_revoke(tenant, device_id))
         return result
 
     async def create_api_key(self, tenant: str, actor: str) -> ApiKeyCreated:
         """A new consumer API key for (`tenant`, `actor`); `api_key` is shown this once."""
-        result: ApiKeyCreated = await self._perform(_Operations.create_key(tenant, actor))
+        result: ApiKeyCreated = await self._perform(_create_key(tenant, actor))
         return result
 
     async def set_unattended(self, tenant: str, enabled: bool) -> TenantSettings:
         """Set the tenant's durable unattended flag (the server setting still applies too)."""
-        result: TenantSettings = await self._perform(_Operations.settings(tenant, enabled))
+        result: TenantSettings = await self._perform(_settings(tenant, enabled))
         return result

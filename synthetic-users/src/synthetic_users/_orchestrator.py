@@ -20,6 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from synthetic_users._fleet._base import FleetError
 from synthetic_users._llm._base import PersonaProfile, PriorReaction
@@ -37,7 +38,7 @@ from understudy_connector import UnderstudyError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from synthetic_users._fleet._base import Fleet, Profile
+    from synthetic_users._fleet._base import Fleet
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._store import RunRecord, SessionRecord, Store
@@ -130,6 +131,13 @@ class Orchestrator:
         if run.status.terminal:
             return
         pending = [s for s in self._store.sessions(run_id) if not s.status.terminal]
+        for row in pending:
+            if row.status is SessionState.RUNNING:
+                # It was running when the service stopped: that generation's browser is gone,
+                # and its Understudy session (still live there) would hold the device. Both are
+                # settled before any persona starts again.
+                await self._forget(row.understudy_session_id)
+                self._store.bump_generation(row.session_id)
         try:
             await asyncio.gather(*(self._persona(run, s) for s in pending))
         except asyncio.CancelledError:
@@ -164,18 +172,17 @@ class Orchestrator:
 
     async def _persona(self, run: RunRecord, row: SessionRecord) -> None:
         session_id = row.session_id
-        if row.status is SessionState.RUNNING:
-            # It was running when the service stopped: that generation's browser is gone.
-            self._store.bump_generation(session_id)
         status, reason, label = SessionState.FAILED, "", run.model
         try:
             model = self._model_for(run, row)
             label = model.label
+            attempts = 0
             while True:
                 generation = self._store.get_session(session_id).generation
-                if generation > self._settings.max_generations:
+                attempts += 1
+                if max(generation, attempts) > self._settings.max_generations:
                     reason = (
-                        f"the browser was lost {generation - 1} times "
+                        f"the browser was lost {attempts - 1} times "
                         f"(at most {self._settings.max_generations} generations); last: {reason}"
                     )
                     break
@@ -186,7 +193,8 @@ class Orchestrator:
                         "%s generation %d lost its browser: %s", session_id, generation, exc
                     )
                     reason = str(exc)
-                    self._store.bump_generation(session_id)
+                    if self._store.get_session(session_id).status is SessionState.RUNNING:
+                        self._store.bump_generation(session_id)
                     continue
                 status = SessionState.COMPLETED
                 reason = "" if finish.success else finish.summary
@@ -204,6 +212,15 @@ class Orchestrator:
             raise
         self._end_session(run.run_id, session_id, status, reason, label)
 
+    async def _forget(self, understudy_session_id: str | None) -> None:
+        """Delete a lost generation's Understudy session (best effort: it may be gone)."""
+        if understudy_session_id is None:
+            return
+        try:
+            await self._understudy.delete_session(UUID(understudy_session_id))
+        except UnderstudyError as exc:
+            log.info("the old session %s was not deleted: %s", understudy_session_id, exc)
+
     async def _generation(
         self, run: RunRecord, session_id: str, model: Model, generation: int
     ) -> Finish:
@@ -215,7 +232,7 @@ class Orchestrator:
         try:
             understudy_session = self._understudy.session(
                 allowed_origins=[origin],
-                profile_state_key=_profile_key(self._settings, profile),
+                profile_state_key=_profile_key(self._settings, session_id, generation),
                 device_id=profile.device_id,
             )
             try:
@@ -261,9 +278,12 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _profile_key(settings: OrchestratorSettings, profile: Profile) -> str:
-    """Names the browser state a session expects: one fresh state per launch of a profile."""
-    return f"{settings.profile_state_prefix}/{profile.device_id}#{profile.generation}"
+def _profile_key(settings: OrchestratorSettings, session_id: str, generation: int) -> str:
+    """Names the browser state a generation expects: its own, on a freshly wiped profile.
+
+    The seed's container key, `<session>#<generation>`: no two generations share one.
+    """
+    return f"{settings.profile_state_prefix}/{session_id}#{generation}"
 
 
 def _persona(data: dict[str, Any]) -> PersonaProfile:

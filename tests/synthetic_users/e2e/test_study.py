@@ -63,7 +63,7 @@ def test_three_personas_complete_and_each_planted_flaw_is_found(
     assert finished_run["status"] == "completed"
     assert [s["status"] for s in finished_run["sessions"]] == ["completed"] * 3
     aggregate = _get(stack, f"/runs/{run_id}/report.json").json()
-    assert {p["persona"] for p in aggregate["personas"]} == {p["name"] for p in PERSONAS}
+    assert {p["persona_name"] for p in aggregate["personas"]} == {p["name"] for p in PERSONAS}
     found = {issue["kind"]: issue for issue in aggregate["issues"]}
     for flaw, kinds in KINDS_OF_FLAW.items():
         assert kinds & set(found), f"no persona found {flaw}: issues {sorted(found)}"

@@ -78,6 +78,18 @@ async def test_cached_input_tokens_count_in_the_input(
     assert decision.usage == Usage(input_tokens=4520, output_tokens=40)
 
 
+async def test_usage_is_none_when_a_stand_in_reports_none(
+    wire: WireServer, model: AnthropicMessagesModel
+) -> None:
+    body = anthropic_message(CLICK)
+    del body["usage"]
+    wire.script(Reply(body=body))
+
+    decision = await model.decide(turn_request())
+
+    assert decision.usage is None
+
+
 async def test_the_request_has_system_tools_any_choice_and_the_api_headers(
     wire: WireServer, model: AnthropicMessagesModel
 ) -> None:

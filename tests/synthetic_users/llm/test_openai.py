@@ -231,6 +231,18 @@ async def test_an_answer_that_is_not_one_good_call_is_malformed_with_the_raw_tex
     assert caught.value.usage == Usage(120, 9)  # the failed turn's tokens still count
 
 
+async def test_arguments_sent_as_an_object_and_a_missing_id_are_accepted(
+    wire: WireServer, model: OpenAIChatModel
+) -> None:
+    # Seen from OpenAI-compatible servers: `arguments` as a JSON object, no id and no type.
+    loose = {"function": {"name": "click", "arguments": {"ref": "g3e7", "ease": 3}}}
+    wire.script(Reply(body=openai_completion(tool_calls=[loose])))
+
+    decision = await model.decide(turn_request())
+
+    assert decision.call == ToolCall("click", {"ref": "g3e7", "ease": 3}, "")
+
+
 async def test_usage_is_none_when_the_server_reports_none(
     wire: WireServer, model: OpenAIChatModel
 ) -> None:

@@ -23,7 +23,8 @@ before new ones are enrolled, and survive restarts: `root/fleet.json` (mode 0600
 device's id and credential, plus the process group of every browser it started, so a service that
 crashed and restarts kills the browsers it left behind before reusing their devices. Device ids
 are `<device_prefix><n>`; an id Understudy knows but the state file lost is taken back by
-rotating its credential, and a revoked id is skipped.
+rotating its credential, and a revoked id is skipped. One fleet owns a tenant's ids under its
+prefix: two fleets on one tenant need distinct `device_prefix`es (and roots).
 """
 
 from __future__ import annotations
@@ -228,6 +229,8 @@ class LocalChromiumFleet:
                     await asyncio.wait_for(self._changed.wait(), left)
         try:
             await self._launch(slot, allowed_origins)
+            if self._closed:  # close() ran during the launch: this browser must not outlive it
+                raise FleetError("the fleet was closed while this profile launched")
         except BaseException:
             await self._wipe(slot)
             async with self._changed:

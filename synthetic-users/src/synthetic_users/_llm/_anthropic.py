@@ -65,6 +65,7 @@ if TYPE_CHECKING:
         ToolChoiceParam,
         ToolUnionParam,
     )
+    from anthropic.types import Usage as AnthropicUsage
 
     from synthetic_users._llm._base import ToolSpec, TurnRequest
 
@@ -235,7 +236,7 @@ def parse_message(message: Message, offered: set[str]) -> Decision:
         raise
 
 
-def _decision(message: Message, offered: set[str], usage: Usage) -> Decision:
+def _decision(message: Message, offered: set[str], usage: Usage | None) -> Decision:
     texts = [block.text for block in message.content if block.type == "text"]
     uses = [block for block in message.content if block.type == "tool_use"]
     if message.stop_reason == "refusal":
@@ -256,10 +257,13 @@ def _decision(message: Message, offered: set[str], usage: Usage) -> Decision:
     return Decision(ToolCall(use.name, use.input, use.id), reason=reason, usage=usage)
 
 
-def _usage(message: Message) -> Usage:
+def _usage(message: Message) -> Usage | None:
     # Input billed is the sum of uncached, cache-written and cache-read tokens (the SDK's Usage
-    # docs); a turn's cost needs all three.
-    usage = message.usage
+    # docs); a turn's cost needs all three. Anthropic always reports usage; a stand-in server
+    # may not, and the SDK does not validate responses.
+    usage: AnthropicUsage | None = getattr(message, "usage", None)
+    if usage is None:
+        return None
     input_tokens = (
         usage.input_tokens
         + (usage.cache_creation_input_tokens or 0)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import openai
@@ -54,9 +54,11 @@ if TYPE_CHECKING:
     from openai.types.chat import (
         ChatCompletion,
         ChatCompletionMessageParam,
+        ChatCompletionMessageToolCallUnion,
         ChatCompletionToolChoiceOptionParam,
         ChatCompletionToolUnionParam,
     )
+    from openai.types.chat.chat_completion_message_function_tool_call import Function
     from openai.types.completion_usage import CompletionUsage
 
     from synthetic_users._llm._base import Exchange, ToolSpec, TurnRequest
@@ -237,19 +239,37 @@ def _decision(completion: ChatCompletion, offered: set[str], usage: Usage | None
         what = "no tool call" if not calls else f"{len(calls)} tool calls"
         raise MalformedToolCall(f"expected exactly one tool call, got {what}", raw=raw)
     call = calls[0]
-    if call.type != "function":
+    function = _function(call)
+    if function is None:
         raise MalformedToolCall(f"expected a function tool call, got a {call.type} one", raw=raw)
-    name = call.function.name
+    name = function.name
     if name not in offered:
         raise MalformedToolCall(f"the model called {name!r}, which was not offered", raw=raw)
-    try:
-        arguments = json.loads(call.function.arguments or "{}")
-    except json.JSONDecodeError as error:
-        raise MalformedToolCall(f"the arguments of {name} are not JSON: {error}", raw=raw) from None
+    arguments = _arguments(name, function.arguments, raw)
+    reason = (message.content or "").strip() or None
+    # Some compatible servers leave the id out; replaying the turn then makes one up.
+    call_id = getattr(call, "id", None) or ""
+    return Decision(ToolCall(name, arguments, call_id), reason=reason, usage=usage)
+
+
+def _function(call: ChatCompletionMessageToolCallUnion) -> Function | None:
+    # A function call, even from a compatible server that leaves out `type` (the SDK then
+    # builds a function call without one); None for custom tool calls.
+    return getattr(call, "function", None) if call.type != "custom" else None
+
+
+def _arguments(name: str, arguments: object, raw: str) -> dict[str, Any]:
+    # The API sends a JSON string; some compatible servers send the object itself, and the
+    # SDK passes either through unvalidated.
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments or "{}")
+        except json.JSONDecodeError as error:
+            message = f"the arguments of {name} are not JSON: {error}"
+            raise MalformedToolCall(message, raw=raw) from None
     if not isinstance(arguments, dict):
         raise MalformedToolCall(f"the arguments of {name} are not a JSON object", raw=raw)
-    reason = (message.content or "").strip() or None
-    return Decision(ToolCall(name, arguments, call.id), reason=reason, usage=usage)
+    return arguments
 
 
 def _raw(completion: ChatCompletion) -> str:
@@ -257,9 +277,10 @@ def _raw(completion: ChatCompletion) -> str:
     message = completion.choices[0].message
     parts = [message.content] if message.content else []
     for call in message.tool_calls or []:
-        if call.type == "function":
-            parts.append(f"{call.function.name} {call.function.arguments}")
-        else:
+        function = _function(call)
+        if function is not None:
+            parts.append(f"{function.name} {function.arguments}")
+        elif call.type == "custom":
             parts.append(f"{call.custom.name} {call.custom.input}")
     return "\n".join(parts)
 
