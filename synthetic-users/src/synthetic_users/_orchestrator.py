@@ -24,6 +24,7 @@ from uuid import UUID
 
 from synthetic_users._fleet._base import FleetError
 from synthetic_users._llm._base import PersonaProfile, PriorReaction
+from synthetic_users._llm._factory import close_model
 from synthetic_users._loop import (
     BrowserLost,
     Finish,
@@ -174,6 +175,7 @@ class Orchestrator:
     async def _persona(self, run: RunRecord, row: SessionRecord) -> None:
         session_id = row.session_id
         status, reason, label = SessionState.FAILED, "", run.model
+        model: Model | None = None
         try:
             model = self._model_for(run, row)
             label = model.label
@@ -211,6 +213,10 @@ class Orchestrator:
                 cancelled = "the run was cancelled"
                 self._end_session(run.run_id, session_id, SessionState.CANCELLED, cancelled, label)
             raise
+        finally:
+            if model is not None:
+                with contextlib.suppress(Exception):
+                    await close_model(model)  # the SDK adapters' HTTP connections
         self._end_session(run.run_id, session_id, status, reason, label)
 
     async def _watched(self, work: Coroutine[Any, Any, Finish], profile: Profile) -> Finish:
