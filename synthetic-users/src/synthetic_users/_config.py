@@ -21,6 +21,7 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
+| `SYNTHETIC_USERS_MASTER_KEY` | `<data dir>/master.key` | base64 of 32 bytes; wraps customer keys |
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class Settings:
     headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
+    master_key: bytes | None = field(default=None, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -132,6 +134,15 @@ def _model(value: str, variable: str) -> ModelKind:
     return cast("ModelKind", kind)
 
 
+def _master_key(value: str, variable: str) -> bytes:
+    from synthetic_users._safety._credentials import MasterKeyError, parse_master_key
+
+    try:
+        return parse_master_key(value, variable)
+    except MasterKeyError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] = {
     "data_dir": (("SYNTHETIC_USERS_DATA_DIR",), _path),
     "host": (("SYNTHETIC_USERS_HOST",), _text),
@@ -149,6 +160,7 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
+    "master_key": (("SYNTHETIC_USERS_MASTER_KEY",), _master_key),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from synthetic_users._fleet._base import Fleet, Profile
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
+    from synthetic_users._safety._login import LoginBroker, SessionLogin
     from synthetic_users._store import RunRecord, SessionRecord, Store
     from understudy_connector import AsyncClient
 
@@ -77,6 +78,8 @@ class Orchestrator:
         screenshots: Screenshots,
         publisher: Publisher,
         settings: OrchestratorSettings | None = None,
+        *,
+        logins: LoginBroker | None = None,
     ) -> None:
         self._store = store
         self._fleet = fleet
@@ -85,6 +88,7 @@ class Orchestrator:
         self._screenshots = screenshots
         self._publisher = publisher
         self._settings = settings or OrchestratorSettings()
+        self._logins = logins
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
@@ -176,6 +180,7 @@ class Orchestrator:
         session_id = row.session_id
         status, reason, label = SessionState.FAILED, "", run.model
         model: Model | None = None
+        login = self._logins.for_session(run, session_id) if self._logins is not None else None
         try:
             model = self._model_for(run, row)
             label = model.label
@@ -190,7 +195,7 @@ class Orchestrator:
                     )
                     break
                 try:
-                    finish = await self._generation(run, session_id, model, generation)
+                    finish = await self._generation(run, session_id, model, generation, login)
                 except BrowserLost as exc:
                     log.warning(
                         "%s generation %d lost its browser: %s", session_id, generation, exc
@@ -214,6 +219,8 @@ class Orchestrator:
                 self._end_session(run.run_id, session_id, SessionState.CANCELLED, cancelled, label)
             raise
         finally:
+            if login is not None:
+                await login.clear()  # the password leaves Understudy's vault with the session
             if model is not None:
                 with contextlib.suppress(Exception):
                     await close_model(model)  # the SDK adapters' HTTP connections
@@ -255,7 +262,12 @@ class Orchestrator:
             log.info("the old session %s was not deleted: %s", understudy_session_id, exc)
 
     async def _generation(
-        self, run: RunRecord, session_id: str, model: Model, generation: int
+        self,
+        run: RunRecord,
+        session_id: str,
+        model: Model,
+        generation: int,
+        login: SessionLogin | None = None,
     ) -> Finish:
         origin = _origin(run.target_url)
         profile = await self._fleet.acquire(
@@ -293,7 +305,9 @@ class Orchestrator:
                         for r in self._store.reactions(session_id=session_id)
                     ],
                 )
-                loop = PersonaLoop(model, understudy_session, self._store, self._screenshots)
+                loop = PersonaLoop(
+                    model, understudy_session, self._store, self._screenshots, login=login
+                )
                 return await self._watched(loop.run(gen), profile)
             except BrowserLost:
                 broken = True

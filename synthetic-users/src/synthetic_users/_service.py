@@ -23,6 +23,7 @@ from synthetic_users._fleet import LocalChromiumFleet
 from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
+from synthetic_users._safety._login import LoginBroker
 from understudy_connector import AsyncClient, AsyncOperatorClient
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from synthetic_users._artifacts import ArtifactStore
     from synthetic_users._config import Settings
     from synthetic_users._llm._base import Model
+    from synthetic_users._safety._credentials import Credentials
     from synthetic_users._store import RunRecord, SessionRecord, Store
 
 log = logging.getLogger("synthetic_users.service")
@@ -65,7 +67,14 @@ class Screenshots:
 class RunServices:
     """The orchestrator and what it needs, started and stopped with the app."""
 
-    def __init__(self, settings: Settings, store: Store, artifacts: ArtifactStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        artifacts: ArtifactStore,
+        *,
+        credentials: Credentials | None = None,
+    ) -> None:
         if not settings.understudy_operator_token:
             raise ServiceConfigError(
                 "UNDERSTUDY_OPERATOR_TOKEN is not set: create one with "
@@ -89,6 +98,8 @@ class RunServices:
         self._fleet: LocalChromiumFleet | None = None
         self._orchestrator: Orchestrator | None = None
         self._cancels: set[asyncio.Task[None]] = set()
+        # Runs with a credential log in through Understudy's vault (`_safety/_login.py`).
+        self._credentials = credentials
 
     async def start(self) -> None:
         s = self._settings
@@ -116,6 +127,11 @@ class RunServices:
             Screenshots(self._store, self._artifacts),
             Publisher(self._store, self._artifacts),
             OrchestratorSettings(max_generations=s.max_generations),
+            logins=(
+                LoginBroker(self._credentials, self._operator, TENANT)
+                if self._credentials is not None
+                else None
+            ),
         )
         resumed = await self._orchestrator.start()
         if resumed:

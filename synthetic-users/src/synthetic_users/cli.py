@@ -30,12 +30,18 @@ if TYPE_CHECKING:
 
     from synthetic_users._api import Services
     from synthetic_users._artifacts import ArtifactStore
+    from synthetic_users._safety._credentials import Credentials
 
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 LOCK_FILE: Final = "service.lock"
 
 
-def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -> Services:
+def build_services(
+    settings: Settings,
+    store: Store,
+    artifacts: ArtifactStore,
+    credentials: Credentials | None = None,
+) -> Services:
     """What `serve` runs beside the API: the orchestrator (fleet, agent loops, reports).
 
     The app's lifespan calls `services.start()` (resume `store.claim_resumable_runs()`, start the
@@ -47,7 +53,14 @@ def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -
     """
     from synthetic_users._service import RunServices
 
-    return RunServices(settings, store, artifacts)
+    return RunServices(settings, store, artifacts, credentials=credentials)
+
+
+def credentials_for(settings: Settings, store: Store) -> Credentials:
+    """The stored credentials under the service's master key (the setting, or its file)."""
+    from synthetic_users._safety._credentials import Credentials, Keyring, load_master_key
+
+    return Credentials(store.db, Keyring(load_master_key(settings.data_dir, settings.master_key)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,17 +213,20 @@ def _run(
     import uvicorn
 
     from synthetic_users._api import RunDefaults, create_app
+    from synthetic_users._safety._credentials import MasterKeyError
     from synthetic_users._service import ServiceConfigError
 
     try:
-        services = build_services(settings, store, artifacts)
-    except ServiceConfigError as exc:
+        credentials = credentials_for(settings, store)
+        services = build_services(settings, store, artifacts, credentials)
+    except (ServiceConfigError, MasterKeyError) as exc:
         return _fail(str(exc))
     app = create_app(
         store,
         artifacts,
         services=services,
         defaults=RunDefaults(turn_budget=settings.default_turn_budget, model=settings.model),
+        credentials=credentials,
     )
     bound = listener.getsockname()[1]
     url = f"http://{settings.host}:{bound}"

@@ -29,6 +29,8 @@ ACTIONS = [
     "navigate",
     "react",
     "finish",
+    # Offered only when the run has a credential (the loop filters it out otherwise).
+    "log_in",
 ]
 
 

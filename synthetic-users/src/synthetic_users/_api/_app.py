@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
+from synthetic_users._api._credentials import CREDENTIAL_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
 from synthetic_users._api._services import IdleServices
+from synthetic_users._safety._credentials import Credentials, Keyring
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,6 +57,7 @@ def create_app(
     on_run_created: Callable[[RunRecord], None] | None = None,
     on_run_cancelled: Callable[[RunRecord], None] | None = None,
     defaults: RunDefaults | None = None,
+    credentials: Credentials | None = None,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
 
@@ -67,6 +70,9 @@ def create_app(
             durable, before the `202`); it must not block.
         on_run_cancelled: Likewise, for each run cancelled.
         defaults: `turn_budget` and `model` of a run whose request leaves them out.
+        credentials: Where `POST /credentials` seals passwords (`serve` passes the one under
+            the service's master key). Default: a throw-away master key for this process, so
+            what is stored cannot be decrypted after a restart (tests only).
     """
     if services is None:
         services = _Callbacks(on_run_created, on_run_cancelled)
@@ -81,7 +87,7 @@ def create_app(
         await state.services.stop()
 
     app = Litestar(
-        route_handlers=[*ROUTES, reference],
+        route_handlers=[*ROUTES, *CREDENTIAL_ROUTES, reference],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,
@@ -93,4 +99,5 @@ def create_app(
         debug=False,
     )
     app.state.api = state
+    app.state.credentials = credentials or Credentials(store.db, Keyring.ephemeral())
     return app

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Final
 from litestar import Request, Response, delete, get, post
 
 from synthetic_users._api import _views
+from synthetic_users._api._credentials import check_run_credential
 from synthetic_users._api._parse import (
     idempotency_key,
     json_body,
@@ -142,6 +143,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
             personas.append(persona.to_wire())
     if missing:
         raise validation_failed(missing)
+    check_run_credential(request, who, req.credential_id)
     new = NewRun(
         target_url=req.target_url,
         task=req.task,

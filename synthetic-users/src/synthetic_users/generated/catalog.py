@@ -14,6 +14,7 @@ ACTION_NAMES: Final[tuple[str, ...]] = (
     "navigate",
     "react",
     "finish",
+    "log_in",
 )
 # What a model is offered: each action's name, description and arguments' JSON Schema
 ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
@@ -248,6 +249,33 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
             },
         },
     },
+    {
+        "name": "log_in",
+        "description": "Log in with the account the study gave you: its user name and password are typed for you into the two fields you name (you never see the password); then press the page's log-in button. Offered only when the run has a credential.",
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["username_ref", "password_ref", "ease"],
+            "properties": {
+                "username_ref": {
+                    "description": "The user name or email field.",
+                    "type": "string",
+                    "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
+                },
+                "password_ref": {
+                    "description": "The password field.",
+                    "type": "string",
+                    "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
+                },
+                "ease": {
+                    "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 7,
+                },
+            },
+        },
+    },
 )
 # operationId -> HTTP status -> problem codes that response may carry
 PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
@@ -290,5 +318,9 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
     "listPersonas": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
     "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
     "deletePersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
+    "createCredential": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "listCredentials": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "getCredential": {"401": ["unauthorized"], "404": ["credential_not_found"]},
+    "deleteCredential": {"401": ["unauthorized"], "404": ["credential_not_found"]},
     "getHealth": {},
 }
