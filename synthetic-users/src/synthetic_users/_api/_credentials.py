@@ -10,6 +10,7 @@ import re
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath
 
 from synthetic_users._api._parse import json_body, limit_and_cursor, validate
 from synthetic_users._api._problems import ProblemError, field_error
@@ -109,7 +110,9 @@ async def list_credentials(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/credentials/{credential_id:str}")
-async def get_credential(request: Request[Any, Any, Any], credential_id: str) -> Response[Any]:
+async def get_credential(
+    request: Request[Any, Any, Any], credential_id: FromPath[str]
+) -> Response[Any]:
     who = _customer(request)
     return Response(
         credential_view(_record(request, who, credential_id)), media_type="application/json"
@@ -117,7 +120,7 @@ async def get_credential(request: Request[Any, Any, Any], credential_id: str) ->
 
 
 @delete("/credentials/{credential_id:str}", status_code=204)
-async def delete_credential(request: Request[Any, Any, Any], credential_id: str) -> None:
+async def delete_credential(request: Request[Any, Any, Any], credential_id: FromPath[str]) -> None:
     who = _customer(request)
     _record(request, who, credential_id)
     try:
