@@ -214,6 +214,7 @@ def _run(
 
     from synthetic_users._api import RunDefaults, create_app
     from synthetic_users._safety._credentials import MasterKeyError
+    from synthetic_users._safety._masking import configure_service_logging
     from synthetic_users._service import ServiceConfigError
 
     try:
@@ -238,6 +239,8 @@ def _run(
                 print(f"synthetic-users: serving on {url} (reference at {url}/docs)", flush=True)
 
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # After uvicorn set up its handlers: every handler masks emails and phone numbers.
+    configure_service_logging("uvicorn", "uvicorn.error", "uvicorn.access")
     server = Server(config)
     try:
         server.run(sockets=[listener])

@@ -18,6 +18,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from synthetic_users._safety._masking import mask_turn, session_masker
 from synthetic_users._store._db import Database
 from synthetic_users._store._errors import (
     BadCursor,
@@ -50,6 +51,8 @@ from synthetic_users.generated import models
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from synthetic_users._safety._pii import PiiMasker
+
 KEY_PREFIX: Final = "suk_"
 MAX_PAGE: Final = 100
 
@@ -71,6 +74,7 @@ class Store:
         self.clock = clock
         self._keys: dict[str, str] = {}  # digest -> customer: the auth hot path
         self._keys_version = -1
+        self._maskers: dict[str, PiiMasker] = {}  # session -> its PII masker
 
     @classmethod
     def open(
@@ -371,6 +375,8 @@ class Store:
         """
         with self.db.transaction() as conn:
             session = self.get_session(session_id)
+            if reason is not None:
+                reason = self._masker(session).mask(reason)  # a finish summary, an error text
             target = session_transition(session.status, status)
             conn.execute(
                 "UPDATE persona_sessions SET status = ?, "
@@ -440,9 +446,12 @@ class Store:
             SessionNotFound: no such session.
         """
         parsed = turn if isinstance(turn, models.Turn) else models.Turn.model_validate(turn)
+        session = self.get_session(session_id)
+        # The PII choke point for turns: what is stored (and so every transcript and report built
+        # from it) has emails and phone numbers masked (`_safety/_masking.py`).
+        parsed = models.Turn.model_validate(mask_turn(self._masker(session), parsed.to_wire()))
         body = _canonical(parsed.to_wire())
         with self.db.transaction() as conn:
-            session = self.get_session(session_id)
             row = conn.execute(
                 "SELECT body FROM turns WHERE session_id = ? AND turn = ?",
                 (session_id, parsed.turn),
@@ -500,6 +509,8 @@ class Store:
             SessionNotFound: no such session.
         """
         created_at = self.clock() if created_at is None else created_at
+        masker = self._masker(self.get_session(session_id))
+        note, url = masker.mask(note), masker.mask(url)
         models.Reaction.model_validate(
             {
                 "step": step,
@@ -580,6 +591,12 @@ class Store:
         ]
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _masker(self, session: SessionRecord) -> PiiMasker:
+        masker = self._maskers.get(session.session_id)
+        if masker is None:
+            masker = self._maskers[session.session_id] = session_masker(session.persona)
+        return masker
 
     def _ensure_customer(self, conn: sqlite3.Connection, customer_id: str) -> None:
         conn.execute(
