@@ -112,3 +112,27 @@ async def test_bad_input_is_400_and_never_echoes_the_value(
     _problem(response, 400, "invalid_request")
     assert VALUE not in response.text
     assert vault.names(backend.services.db, "acme") == []
+
+
+async def test_a_secret_put_by_the_operator_is_typed_by_fill_secret_until_deleted(
+    backend: Backend,
+) -> None:
+    from tests.backend.api.test_commands import _cmd, _session
+
+    operator = backend.operator_token()
+    async with backend.client(operator) as ops:
+        assert (await ops.put(VAULT_PATH, json={"value": VALUE})).status_code == 204
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        command = {"name": "fill_secret", "ref": "g1e3", "secretRef": "vault:su-login"}
+        typed = await http.post(url, json=_cmd(command))
+        assert typed.status_code == 200, typed.text
+        assert typed.json()["status"] == "succeeded"
+        assert device.secrets_seen == [VALUE]  # the plaintext reached the browser's grant only
+        assert VALUE not in typed.text
+        async with backend.client(operator) as ops:
+            assert (await ops.delete(VAULT_PATH)).status_code == 204
+        gone = await http.post(url, json=_cmd(command))
+    assert gone.json()["error"]["code"] == "secret_not_found"
+    assert device.secrets_seen == [VALUE]
