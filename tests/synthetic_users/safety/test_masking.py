@@ -140,6 +140,8 @@ def test_live_reactions_and_session_reasons_are_masked(store: Store) -> None:
     reason = store.get_session(sid).failure_reason
     assert reason is not None and "[email]" in reason
     assert_masked(reason)
+    store.set_run_state(run_id, "failed", reason=f"internal error: no user {OTHER}")
+    assert store.get_run(run_id).failure_reason == "internal error: no user [email]"
 
 
 def test_transcripts_and_reports_are_built_from_the_masked_turns(

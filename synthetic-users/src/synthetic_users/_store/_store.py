@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from synthetic_users._safety._masking import mask_turn, session_masker
+from synthetic_users._safety._pii import PiiMasker
 from synthetic_users._store._db import Database
 from synthetic_users._store._errors import (
     BadCursor,
@@ -51,9 +52,9 @@ from synthetic_users.generated import models
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from synthetic_users._safety._pii import PiiMasker
-
 KEY_PREFIX: Final = "suk_"
+# A run's reason belongs to no one persona: international formats and the US ones.
+_RUN_MASKER: Final = PiiMasker.for_persona("en-US")
 MAX_PAGE: Final = 100
 
 
@@ -394,6 +395,8 @@ class Store:
         Raises:
             IllegalTransition: the move is not allowed from the run's current state.
         """
+        if reason is not None:
+            reason = _RUN_MASKER.mask(reason)  # error texts can quote a page
         with self.db.transaction() as conn:
             run = self.get_run(run_id)
             target = run_transition(run.status, status)
