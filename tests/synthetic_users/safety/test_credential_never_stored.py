@@ -257,3 +257,58 @@ async def test_without_a_credential_log_in_is_not_offered(tmp_path: Path) -> Non
     assert first["outcome"]["ok"] is False
     assert first["outcome"]["code"] == "no_credential"
     assert vault.puts == []
+
+
+class LeakyVault(FakeVault):
+    """A vault whose failure quotes what it was sent, as a careless transport error might."""
+
+    async def put_secret(self, tenant: str, name: str, value: str) -> None:
+        raise RuntimeError(f"could not store {value!r} as {name}")
+
+
+async def test_a_vault_that_fails_quoting_the_password_leaks_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = Store.open(tmp_path / "su.db")
+    artifacts = DirectoryStore(tmp_path / "artifacts")
+    credentials = Credentials(store.db, Keyring.ephemeral())
+    vault = LeakyVault()
+    model = ScriptedModel([call("log_in", username_ref="g1e2", password_ref=PASSWORD_FIELD)])
+    orchestrator = Orchestrator(
+        store,
+        FakeFleet(),
+        Understudy(vault),  # type: ignore[arg-type]
+        lambda _run, _session: model,
+        Screenshots(store, artifacts),
+        Publisher(store, artifacts),
+        logins=LoginBroker(credentials, vault, "synthetic-users"),
+    )
+    record = credentials.create(
+        "acme", name="Test shopper", username=USERNAME, password=PASSWORD, origin=None
+    )
+    run, _ = store.create_run(
+        "acme",
+        NewRun(
+            target_url=f"{SITE}/",
+            task="log in",
+            turn_budget=3,
+            model="scripted",
+            personas=[PERSONA],
+            request_hash="h",
+            credential_id=record.credential_id,
+        ),
+    )
+    orchestrator.submit(run.run_id)
+    await asyncio.wait_for(orchestrator.wait(run.run_id), 10)
+    (session,) = store.sessions(run.run_id)
+    first = store.turns(session.session_id)[0]
+    assert first["outcome"]["code"] == "credential_unavailable"
+    assert "RuntimeError" in first["outcome"]["summary"]
+    # The model was told it failed, never what the vault said.
+    assert "RuntimeError" in repr(model.requests[1].observation.last_outcome)
+    store.close()
+    stored = [data for _, data in every_stored_file(tmp_path)]
+    for blob in [*stored, caplog.text.encode(), repr(model.requests).encode()]:
+        for form in forms(PASSWORD):
+            assert form not in blob
