@@ -108,6 +108,28 @@ async def test_bad_input_is_a_400_naming_the_field(
     assert api.services.created == []
 
 
+@pytest.mark.parametrize(
+    "target",
+    ["http://127.0.0.1:8000/shop", "https://[::1]:8443/", "HTTPS://Shop.Example/a?b=c#d"],
+)
+async def test_absolute_http_targets_are_accepted(api: Api, target: str) -> None:
+    response = await api.create_run({**RUN, "target_url": target})
+    assert response.status_code == 202, response.text
+    assert api.store.get_run(response.json()["run_id"]).target_url == target
+
+
+async def test_a_whole_number_written_as_a_float_is_an_integer(api: Api) -> None:
+    # JSON Schema's integer includes 3.0; a string "3" stays refused (no coercion).
+    response = await api.create_run({**RUN, "turn_budget": 3.0})
+    assert response.status_code == 202
+    assert api.store.get_run(response.json()["run_id"]).turn_budget == 3
+
+
+async def test_a_body_over_256_kib_is_a_413(api: Api) -> None:
+    response = await api.create_run({**RUN, "task": "x" * (256 * 1024)})
+    problem(response, 413, "payload_too_large")
+
+
 async def test_a_missing_field_is_named(api: Api) -> None:
     body = problem(await api.create_run({"task": "Buy"}), 400, "validation_failed")
     assert sorted(paths(body)) == ["/personas", "/target_url"]
