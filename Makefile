@@ -19,7 +19,7 @@ GENERATED := backend/src/understudy/generated connector/src/understudy_connector
 EXTENSION_ZIP := extension/understudy-extension.zip
 
 .PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext extension \
-	dist test run clean fuzz
+	dist test run study clean fuzz
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
@@ -89,6 +89,9 @@ test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-
 fuzz: ## Long Schemathesis run over spec/openapi.yaml (fails under 10,000 cases; seed: UNDERSTUDY_FUZZ_SEED)
 	UNDERSTUDY_FUZZ_EXAMPLES=$${UNDERSTUDY_FUZZ_EXAMPLES:-1500} UNDERSTUDY_FUZZ_MIN_CASES=10000 \
 		$(VENV)/bin/pytest tests/contract -q -p no:cacheprovider
+
+study: bootstrap ## Synthetic Users' main job: three personas study the demo shop; prints the aggregate report
+	$(PY) -m study $(ARGS)
 
 run: bootstrap ## The main job: backend on SQLite + Chromium with the extension + a governed workflow (ARGS=--serve keeps it up)
 	$(PY) -m demo $(ARGS)

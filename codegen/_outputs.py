@@ -9,9 +9,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from codegen._bundle import ROOT, Spec
+from codegen._bundle import ROOT, Spec, resolve
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -154,16 +154,49 @@ def action_names(spec: Spec) -> list[str]:
     return list(spec.defs["Action"]["discriminator"]["mapping"])
 
 
+def _inline(spec: Spec, schema: Any) -> Any:
+    """`schema` with every `$ref` replaced by its definition (tool schemas stand alone)."""
+    if isinstance(schema, list):
+        return [_inline(spec, item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if "$ref" in schema:
+        extra = {k: v for k, v in schema.items() if k != "$ref"}
+        return _inline(spec, {**resolve(spec, schema), **extra})
+    return {
+        key: _inline(spec, value)
+        for key, value in schema.items()
+        if key not in {"title", "examples", "$schema", "$id"}
+    }
+
+
+def action_tools(spec: Spec) -> list[dict[str, Any]]:
+    """Each action as a model's tool: name, description, and its arguments' JSON Schema."""
+    tools = []
+    for name, ref in spec.defs["Action"]["discriminator"]["mapping"].items():
+        action = resolve(spec, {"$ref": ref})
+        tools.append(
+            {
+                "name": name,
+                "description": action["description"],
+                "parameters": _inline(spec, action["properties"]["arguments"]),
+            }
+        )
+    return tools
+
+
 def _su_catalog(spec: Spec) -> str:
     version = str(spec.openapi["info"]["version"])
     lines = [
         f"# {SU_HEADER}",
         '"""The action catalogue, the API version and the problem codes of each response."""',
         "",
-        "from typing import Final",
+        "from typing import Any, Final",
         "",
         f"API_VERSION: Final = {json.dumps(version)}",
         f"ACTION_NAMES: Final[tuple[str, ...]] = {tuple(action_names(spec))!r}",
+        "# What a model is offered: each action's name, description and arguments' JSON Schema",
+        f"ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = {tuple(action_tools(spec))!r}",
         "# operationId -> HTTP status -> problem codes that response may carry",
         f"PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {problem_codes(spec)!r}",
         "",

@@ -20,7 +20,7 @@ from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
-from understudy._store import credentials
+from understudy._store import credentials, operators
 from understudy.app import create_app
 from understudy.simdevice import Behaviour, SimulatedDevice
 
@@ -62,6 +62,19 @@ class Backend:
                 key_id=f"key_{uuid.uuid4().hex[:8]}",
                 tenant=tenant,
                 actor=actor,
+                now=self.clock.now(),
+            )
+        return token
+
+    def operator_token(self, name: str = "ops") -> str:
+        """A new operator token (`uop_…`), as `understudy operator-tokens create` makes one."""
+        token = _security.generate_token("operator")
+        with self.services.db.transaction():
+            operators.add_token(
+                self.services.db,
+                digest=_security.token_digest(token),
+                token_id=f"op_{uuid.uuid4().hex[:12]}",
+                name=name,
                 now=self.clock.now(),
             )
         return token

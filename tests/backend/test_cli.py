@@ -180,6 +180,25 @@ def test_devices_enroll_list_revoke_store_only_the_digest(
     assert run(capsys, "devices", "list")[1].splitlines() == ["acme\tlaptop-1\trevoked"]
 
 
+def test_operator_tokens_create_list_revoke_store_only_the_digest(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "operator-tokens", "create", "--name", "synthetic-users")
+    assert code == 0
+    token_id, token = printed(out, "token id"), printed(out, "operator token")
+    assert _security.token_kind(token) == "operator"
+    listing = run(capsys, "operator-tokens", "list")[1]
+    assert listing.splitlines() == [f"{token_id}\tsynthetic-users\tactive"]
+    stored = database_bytes(database)
+    assert token.encode() not in stored
+    assert hashlib.sha256(token.encode()).hexdigest().encode() in stored
+    assert run(capsys, "operator-tokens", "revoke", token_id)[:2] == (0, "revoked\n")
+    assert json.loads(run(capsys, "operator-tokens", "list", "--json")[1]) == [
+        {"tokenId": token_id, "name": "synthetic-users", "state": "revoked"}
+    ]
+    assert run(capsys, "operator-tokens", "revoke", token_id)[0] == 1
+
+
 def test_tenants_list_names_every_tenant_with_keys_or_devices(
     database: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,6 +11,7 @@ PUBLIC = {
     "PROBLEM_CLASSES",
     "ApproveHook",
     "AsyncClient",
+    "AsyncOperatorClient",
     "AsyncSession",
     "AuditEvent",
     "AuditHook",
@@ -25,12 +26,15 @@ PUBLIC = {
     "CommandNotStarted",
     "CommandOutcomeUnknown",
     "CommandTimedOut",
+    "DeviceExists",
     "DeviceNotFound",
     "ElementNotFound",
     "IdempotencyConflict",
     "InvalidRequest",
     "NoDeviceAvailable",
     "NotReady",
+    "OperatorApiDisabled",
+    "OperatorClient",
     "OriginConflict",
     "OutcomeTimeout",
     "ProblemError",
@@ -73,4 +77,4 @@ def test_implementation_modules_are_private() -> None:
         for name, value in vars(understudy_connector).items()
         if type(value).__name__ == "module" and not name.startswith("_")
     }
-    assert public_modules <= {"generated", "mcp_server"}
+    assert public_modules <= {"generated", "mcp_server", "local_chromium"}

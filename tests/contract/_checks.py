@@ -4,7 +4,9 @@
   that operation and status (`PROBLEM_CODES`); the tombstone `410` of `getSession` is the one
   documented exception.
 - `no_secret_leak`: no response contains a credential, a ticket (other than the one a
-  connect-ticket response just minted), a vault plaintext, a profile-state key or its HMAC.
+  connect-ticket response just minted, or the credential an enrollment or key creation just
+  minted), a vault plaintext, a profile-state key or its HMAC; each minted value joins the
+  secrets no later response may repeat.
 - `documented_headers`: every header the spec declares for a response (`Location`,
   `Retry-After`) is present, `Retry-After` is a whole number of seconds and `Location` names the
   resource of the body.
@@ -224,6 +226,10 @@ def _echoed_profile_key(case: Case, text: str) -> bool:
     return key in text
 
 
+# Operator operations that hand over a fresh credential, and the field that carries it.
+MINTED = {"enrollDevice": "credential", "createApiKey": "apiKey"}
+
+
 def no_secret_leak(ctx: CheckContext, response: Response, case: Case) -> bool | None:
     """No response contains a credential, ticket, secret plaintext, profile key or its hash."""
     text = response.content.decode("utf-8", "replace")
@@ -232,6 +238,10 @@ def no_secret_leak(ctx: CheckContext, response: Response, case: Case) -> bool | 
     body = _body(response) if minted else None
     if isinstance(body, dict) and isinstance(body.get("ticket"), str):
         own.add(body["ticket"])  # the one thing this response exists to hand over
+    minted_field = MINTED.get(operation_id(case)) if response.status_code < 300 else None
+    minted_body = _body(response) if minted_field else None
+    if isinstance(minted_body, dict) and isinstance(minted_body.get(minted_field), str):
+        own.add(minted_body[minted_field])  # a credential shown this once
     headers = " ".join(v for values in response.headers.values() for v in values)
     for secret in LEDGER.secrets() - own:
         if secret in text or secret in headers:

@@ -18,6 +18,9 @@
   its `commandId` at a command that exists; otherwise every command request would stop at 404.
   The choice follows from the generated value, not from a counter, so a replayed case lands on
   the same kind of target.
+- An operator case whose `tenant` is the live tenant acts on a sandbox tenant instead: the spec's
+  examples name `acme` and `laptop-1`, and rotating or revoking the live devices would end every
+  later command case.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from requests.structures import CaseInsensitiveDict
 from schemathesis.core.parameters import ParameterLocation
 
 from tests.contract._checks import headers_required_with_body, operation_id, track_request_secrets
-from tests.contract._live import TENANT
+from tests.contract._live import OPERATOR_SANDBOX, TENANT
 
 if TYPE_CHECKING:
     from tests.contract._checks import Case
@@ -99,6 +102,8 @@ def prepare(case: Case, live: LiveBackend, *, substitute: bool = True) -> None:
     if op == "submitCommand" and isinstance(body, dict) and _is_positive(case):
         case.body = _positive_command(body, live)
     params = case.path_parameters
+    if params and params.get("tenant") == TENANT:
+        case.path_parameters = params = {**params, "tenant": OPERATOR_SANDBOX}
     if (
         substitute
         and params

@@ -28,7 +28,7 @@ from tests.backend.conftest import Backend, start_backend, stop_backend
 from tests.contract._ledger import LEDGER
 from understudy import _security
 from understudy._config import QuotaPolicy
-from understudy._store import credentials, vault
+from understudy._store import credentials, operators, vault
 from understudy._store import sessions as session_store
 from understudy.generated import models as m
 from understudy.simdevice import SimulatedDevice
@@ -43,6 +43,10 @@ TENANT = "acme"
 # Drawn before the server starts, so the schema's auth configuration can name them at import.
 CONSUMER_KEY = _security.generate_token("consumer")
 DEVICE_CREDENTIAL = _security.generate_token("device")
+OPERATOR_TOKEN = _security.generate_token("operator")
+# Operator cases that name the live tenant act on this one instead: rotating or revoking the live
+# devices would end every later command case.
+OPERATOR_SANDBOX = "contract-operator"
 DEVICES = ("laptop-1", "laptop-2")
 LIVE_ORIGINS = ["https://live.contract.test"]
 LIVE_PROFILE = "contract-live-profile-5b1f"
@@ -250,6 +254,13 @@ class LiveServer:
                     tenant=TENANT,
                     device_id=DEVICES[0],
                     digest=_security.token_digest(DEVICE_CREDENTIAL),
+                    now=now,
+                )
+                operators.add_token(
+                    services.db,
+                    digest=_security.token_digest(OPERATOR_TOKEN),
+                    token_id="op_contract",  # noqa: S106 - an id, not the token
+                    name="contract",
                     now=now,
                 )
                 for name, plaintext in VAULT_SECRETS.items():

@@ -20,7 +20,7 @@ import schemathesis
 from schemathesis.config import SchemathesisConfig
 
 from tests.contract._checks import SPEC
-from tests.contract._live import CONSUMER_KEY, DEVICE_CREDENTIAL
+from tests.contract._live import CONSUMER_KEY, DEVICE_CREDENTIAL, OPERATOR_TOKEN
 
 EXAMPLES = int(os.environ.get("UNDERSTUDY_FUZZ_EXAMPLES", "25"))
 SEED = int(os.environ.get("UNDERSTUDY_FUZZ_SEED", "20261130"))
@@ -98,6 +98,7 @@ def contract_config() -> SchemathesisConfig:
                 "openapi": {
                     "ConsumerApiKey": {"bearer": CONSUMER_KEY},
                     "DeviceCredential": {"bearer": DEVICE_CREDENTIAL},
+                    "OperatorToken": {"bearer": OPERATOR_TOKEN},
                 }
             },
             "operations": operations,

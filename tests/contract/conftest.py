@@ -10,7 +10,7 @@ import pytest
 
 from tests.backend.conftest import start_backend, stop_backend
 from tests.contract._ledger import LEDGER
-from tests.contract._live import LiveBackend, LiveServer
+from tests.contract._live import OPERATOR_TOKEN, LiveBackend, LiveServer
 from tests.contract._scenario import Scenario
 from tests.contract._schema import EXAMPLES, SEED
 from understudy import _security
@@ -26,7 +26,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveBackend]:
     server = LiveServer(tmp_path_factory.mktemp("contract"))
     running = server.start()
     try:
-        for credential in (running.api_key, running.device_credential):
+        for credential in (running.api_key, running.device_credential, OPERATOR_TOKEN):
             LEDGER.secret(credential)
             LEDGER.secret(_security.token_digest(credential))
         for plaintext in running.secrets.values():

@@ -39,6 +39,15 @@ async def test_options_on_a_session_lists_get_and_delete(scenario: Scenario) -> 
     assert {"GET", "DELETE"} <= allowed
 
 
+async def test_options_on_a_tenants_devices_lists_get_and_post(scenario: Scenario) -> None:
+    # The same Litestar 2 defect on the operator API's one path with two handlers.
+    async with scenario.client() as http:
+        response = await http.options("/v1/operator/tenants/acme/devices")
+    assert response.status_code == 204
+    allowed = {method.strip() for method in response.headers["allow"].split(",")}
+    assert {"GET", "POST"} <= allowed
+
+
 @pytest.mark.parametrize(
     "wrong",
     [

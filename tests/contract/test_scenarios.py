@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
+from schemathesis.core import NOT_SET
 
 from tests.backend.conftest import post_create
+from tests.contract._ledger import LEDGER
 from tests.contract._scenario import Scenario, command, unattended
+from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
@@ -330,3 +333,124 @@ async def test_readyz_is_503_until_the_services_have_started(
         scenario.conforms("readyz", starting, 503, "not_ready")
     finally:
         services.db.close()
+
+
+# -- operator --------------------------------------------------------------------------------------
+
+OPERATOR_TENANT = "synthetic-users"
+_DEVICES = f"/v1/operator/tenants/{OPERATOR_TENANT}/devices"
+_KEYS = f"/v1/operator/tenants/{OPERATOR_TENANT}/api-keys"
+_SETTINGS = f"/v1/operator/tenants/{OPERATOR_TENANT}/settings"
+_TENANT_PATH = {"tenant": OPERATOR_TENANT}
+_DEVICE_PATH = {**_TENANT_PATH, "deviceId": "su-browser-1"}
+
+
+_EVERY_OPERATOR_CALL: list[tuple[str, str, str, dict[str, str], dict[str, Any] | None]] = [
+    ("listTenantDevices", "GET", _DEVICES, _TENANT_PATH, None),
+    ("enrollDevice", "POST", _DEVICES, _TENANT_PATH, {"deviceId": "su-browser-1"}),
+    ("revokeDevice", "DELETE", f"{_DEVICES}/su-browser-1", _DEVICE_PATH, None),
+    ("createApiKey", "POST", _KEYS, _TENANT_PATH, {"actor": "fleet"}),
+    ("updateTenantSettings", "PUT", _SETTINGS, _TENANT_PATH, {"unattendedEnabled": True}),
+]
+
+
+def _operator(s: Scenario) -> httpx.AsyncClient:
+    token = s.backend.operator_token()
+    LEDGER.secret(token)
+    LEDGER.secret(_security.token_digest(token))
+    return s.backend.client(token)
+
+
+async def test_the_operator_api_without_a_token_is_403_and_with_one_provisions(
+    scenario: Scenario,
+) -> None:
+    async with scenario.backend.client(_security.generate_token("operator")) as none_yet:
+        for operation_id, method, url, path, body in _EVERY_OPERATOR_CALL:
+            refused = await none_yet.request(method, url, json=body)
+            scenario.conforms(
+                operation_id,
+                refused,
+                403,
+                "operator_api_disabled",
+                path=path,
+                body=body if body is not None else NOT_SET,
+            )
+    async with _operator(scenario) as http:
+        body = {"deviceId": "su-browser-1"}
+        enrolled = await http.post(_DEVICES, json=body)
+        scenario.conforms("enrollDevice", enrolled, 201, path=_TENANT_PATH, body=body)
+        LEDGER.secret(enrolled.json()["credential"])
+        again = await http.post(_DEVICES, json=body)
+        scenario.conforms("enrollDevice", again, 409, "device_exists", path=_TENANT_PATH, body=body)
+        rotate = {**body, "rotate": True}
+        rotated = await http.post(_DEVICES, json=rotate)
+        scenario.conforms("enrollDevice", rotated, 200, path=_TENANT_PATH, body=rotate)
+        LEDGER.secret(rotated.json()["credential"])
+        listed = await http.get(_DEVICES)
+        scenario.conforms("listTenantDevices", listed, 200, path=_TENANT_PATH)
+        revoked = await http.delete(f"{_DEVICES}/su-browser-1")
+        scenario.conforms("revokeDevice", revoked, 200, path=_DEVICE_PATH)
+        missing = await http.delete(f"{_DEVICES}/su-browser-9")
+        scenario.conforms(
+            "revokeDevice",
+            missing,
+            404,
+            "device_not_found",
+            path={**_TENANT_PATH, "deviceId": "su-browser-9"},
+        )
+        key_body = {"actor": "fleet"}
+        key = await http.post(_KEYS, json=key_body)
+        scenario.conforms("createApiKey", key, 201, path=_TENANT_PATH, body=key_body)
+        LEDGER.secret(key.json()["apiKey"])
+        flag = {"unattendedEnabled": True}
+        updated = await http.put(_SETTINGS, json=flag)
+        scenario.conforms("updateTenantSettings", updated, 200, path=_TENANT_PATH, body=flag)
+
+
+async def test_operator_refusals_are_400_and_401(scenario: Scenario) -> None:
+    async with _operator(scenario) as http:
+        bad: list[tuple[str, str, str, dict[str, str], dict[str, Any] | None]] = [
+            ("listTenantDevices", "GET", "/v1/operator/tenants/-x/devices", {"tenant": "-x"}, None),
+            ("enrollDevice", "POST", _DEVICES, _TENANT_PATH, {"deviceId": "Not Valid"}),
+            ("revokeDevice", "DELETE", f"{_DEVICES}/-x", {**_TENANT_PATH, "deviceId": "-x"}, None),
+            ("createApiKey", "POST", _KEYS, _TENANT_PATH, {"actor": ""}),
+            ("updateTenantSettings", "PUT", _SETTINGS, _TENANT_PATH, {"unattendedEnabled": 1}),
+        ]
+        for operation_id, method, url, path, body in bad:
+            refused = await http.request(method, url, json=body)
+            scenario.conforms(
+                operation_id,
+                refused,
+                400,
+                "invalid_request",
+                path=path,
+                body=body if body is not None else NOT_SET,
+            )
+    async with scenario.client() as consumer:  # a consumer key is no operator token
+        for operation_id, method, url, path, body in _EVERY_OPERATOR_CALL:
+            refused = await consumer.request(method, url, json=body)
+            scenario.conforms(
+                operation_id,
+                refused,
+                401,
+                "unauthorized",
+                path=path,
+                body=body if body is not None else NOT_SET,
+            )
+
+
+@pytest.mark.parametrize("scenario", [{"requests_per_credential_per_min": 1}], indirect=True)
+async def test_operator_requests_over_the_backstop_are_429(scenario: Scenario) -> None:
+    async with _operator(scenario) as http:
+        first = await http.get(_DEVICES)
+        scenario.conforms("listTenantDevices", first, 200, path=_TENANT_PATH)
+        for operation_id, method, url, path, body in _EVERY_OPERATOR_CALL:
+            limited = await http.request(method, url, json=body)
+            scenario.conforms(
+                operation_id,
+                limited,
+                429,
+                "rate_limited",
+                path=path,
+                body=body if body is not None else NOT_SET,
+            )

@@ -81,7 +81,7 @@ class RevocationWatch:
         if version == self._version:
             return
         self._version = version
-        await self._sweep()
+        await self.sweep()
         await self.apply_close_requests()
 
     async def apply_close_requests(self) -> None:
@@ -99,7 +99,12 @@ class RevocationWatch:
                 close_requests.done(db, session_id, outcome, self.s.clock.now())
         await db.durable()
 
-    async def _sweep(self) -> None:
+    async def sweep(self) -> None:
+        """Close the sockets of revoked devices and end the waits of revoked keys now.
+
+        The operator API calls it right after revoking in this process (data_version only
+        moves for other connections' commits).
+        """
         db = self.s.db
         revoked: dict[tuple[str, str], bool] = {}  # (tenant, device) -> revoked, looked up once
 

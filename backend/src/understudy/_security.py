@@ -47,10 +47,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-TokenKind = Literal["consumer", "device"]
+TokenKind = Literal["consumer", "device", "operator"]
 Audience = Literal["device", "session"]
 
-_TOKEN_PREFIXES: Final[dict[TokenKind, str]] = {"consumer": "usk_", "device": "udc_"}
+_TOKEN_PREFIXES: Final[dict[TokenKind, str]] = {
+    "consumer": "usk_",
+    "device": "udc_",
+    "operator": "uop_",
+}
 # secrets.token_urlsafe(32) always yields 43 base64url characters (256 bits, no padding).
 _TOKEN_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 _PSEUDONYM_KINDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})
@@ -84,7 +88,7 @@ class VaultError(SecurityError):
 
 
 def generate_token(kind: TokenKind) -> str:
-    """Return a fresh 256-bit token: ``usk_…`` for a consumer API key, ``udc_…`` for a device."""
+    """Return a fresh 256-bit token: ``usk_…`` consumer, ``udc_…`` device, ``uop_…`` operator."""
     return _TOKEN_PREFIXES[kind] + secrets.token_urlsafe(32)
 
 

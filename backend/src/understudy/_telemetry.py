@@ -71,7 +71,7 @@ SERVER_LOGGERS: Final = ("uvicorn.error", "uvicorn.access")
 _FRAME_LINE = re.compile(r"[<>] (TEXT|BINARY|CONT) ")
 _LOG_SCRUBS: Final = (
     (re.compile(r"\bust1\.[A-Za-z0-9_.-]+"), "<ticket>"),
-    (re.compile(r"\b(?:usk|udc)_[A-Za-z0-9_-]{43}"), "<token>"),
+    (re.compile(r"\b(?:usk|udc|uop)_[A-Za-z0-9_-]{43}"), "<token>"),
     (re.compile(r"\?[^\s\"']*"), "?<query>"),
     (re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"']+"), "<url>"),
     (re.compile(r"\b[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}\b"), "<id>"),

@@ -11,12 +11,24 @@ import contextlib
 import json
 import logging
 import re
+import secrets
 import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from litestar import HttpMethod, Litestar, Request, Response, delete, get, post, route, websocket
+from litestar import (
+    HttpMethod,
+    Litestar,
+    Request,
+    Response,
+    delete,
+    get,
+    post,
+    put,
+    route,
+    websocket,
+)
 from litestar.connection import WebSocket
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, WebSocketDisconnect
@@ -38,7 +50,7 @@ from understudy._reference import PAGES as REFERENCE_PAGES
 from understudy._reference import page as page_bytes
 from understudy._store import blocked as blocked_store
 from understudy._store import commands as command_store
-from understudy._store import credentials, quotas
+from understudy._store import credentials, operators, quotas
 from understudy._store import dialogs as dialog_store
 from understudy._store import sessions as session_store
 from understudy._store._migrations import current_version
@@ -352,12 +364,12 @@ async def _create_session(
         raise invalid_request(
             exc.message, [{"path": f"/allowedOrigins/{exc.index}", "message": exc.message}]
         ) from None
-    if who.tenant not in services.settings.unattended_enabled_tenants:
+    if not _unattended_enabled(services, who.tenant):
         raise ProblemError(
             403,
             "unattended_disabled",
             "unattended sessions are not enabled for your tenant; ask the operator "
-            "to add it to UNATTENDED_ENABLED_TENANTS",
+            "to add it to UNATTENDED_ENABLED_TENANTS or to enable it through the operator API",
         )
     deadline = services.clock.now() + CREATE_WAIT_S
     outcome = await coordinator.create_unattended(who.actor, req, origins, key)
@@ -593,6 +605,204 @@ def _at(ts: float | None) -> Any:
     from understudy._views import at
 
     return at(ts) if ts is not None else None
+
+
+# -- operator --------------------------------------------------------------------------------------
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+
+
+def _unattended_enabled(services: Services, tenant: str) -> bool:
+    """The `UNATTENDED_ENABLED_TENANTS` setting or the tenant's durable flag (operator API)."""
+    if tenant in services.settings.unattended_enabled_tenants:
+        return True
+    return operators.unattended_flag(services.db, tenant)
+
+
+def operator_principal(request: Request[Any, Any, Any]) -> str:
+    """The name of the operator token of this request; 401 for any other credential.
+
+    With no active operator token at all the operator API is off (403), whatever was sent.
+    A consumer key or device credential is refused without a lookup: it is the wrong kind.
+    """
+    services = _services(request)
+    token = _bearer(request)
+    if not operators.any_active(services.db):
+        services.telemetry.emit("auth.refused", kind="operator", reason="operator_api_disabled")
+        raise ProblemError(
+            403,
+            "operator_api_disabled",
+            "no operator token exists, so the operator API is off; create one with "
+            "`understudy operator-tokens create --name NAME` and send it as 'Authorization: "
+            "Bearer uop_…'",
+        )
+    if token is None or _security.token_kind(token) != "operator":
+        services.telemetry.emit("auth.refused", kind="operator", reason="malformed")
+        raise _unauthorized()
+    digest = _security.token_digest(token)
+    found = operators.token_by_digest(services.db, digest)
+    if found is None or found.revoked_at is not None:
+        services.telemetry.emit("auth.refused", kind="operator", reason="unknown_or_revoked")
+        raise _unauthorized()
+    _backstop(services, digest)
+    services.telemetry.emit("auth.accepted", kind="operator")
+    return found.name
+
+
+def _path_name(value: str, parameter: str) -> str:
+    if not _NAME.fullmatch(value):
+        message = "use 1-64 lowercase letters, digits, '.', '_' or '-', starting alphanumeric"
+        raise invalid_request(f"{parameter}: {message}", [{"path": parameter, "message": message}])
+    return value
+
+
+def _operator_device(services: Services, device: Device) -> m.OperatorDevice:
+    used = len(session_store.holding_capacity(services.db, device.tenant, device.device_id))
+    revoked = device.revoked_at is not None
+    online = device.online and not revoked
+    return m.OperatorDevice(
+        device_id=device.device_id,
+        state="revoked" if revoked else "online" if online else "offline",
+        online=online,
+        capacity=2,
+        used_capacity=used,
+        enrolled_at=_at(device.enrolled_at),
+        last_seen_at=_at(device.last_seen_at),
+        revoked_at=_at(device.revoked_at),
+    )
+
+
+@route(
+    "/v1/operator/tenants/{tenant:str}/devices",
+    http_method=HttpMethod.OPTIONS,
+    status_code=204,
+    include_in_schema=False,
+)
+async def operator_devices_options() -> Response[None]:
+    # Two handlers on one path: the Litestar 2 OPTIONS defect of `session_options` again.
+    return Response(None, status_code=204, headers={"Allow": "GET, OPTIONS, POST"})
+
+
+@get("/v1/operator/tenants/{tenant:str}/devices")
+async def list_tenant_devices(
+    request: Request[Any, Any, Any], tenant: FromPath[str]
+) -> Response[Any]:
+    operator_principal(request)
+    services = _services(request)
+    name = _path_name(tenant, "tenant")
+    devices = credentials.tenant_devices_all(services.db, name)
+    listed = [_operator_device(services, device) for device in devices]
+    return _json(m.OperatorDeviceList(tenant=name, devices=listed), 200)
+
+
+@post("/v1/operator/tenants/{tenant:str}/devices")
+async def enroll_device(request: Request[Any, Any, Any], tenant: FromPath[str]) -> Response[Any]:
+    operator_principal(request)
+    services = _services(request)
+    name = _path_name(tenant, "tenant")
+    req: m.DeviceEnrollmentRequest = _parse(m.DeviceEnrollmentRequest, await _body(request))
+    token = _security.generate_token("device")
+    digest = _security.token_digest(token)
+    now = services.clock.now()
+    device_id = str(req.device_id)
+    with services.db.transaction():
+        existing = credentials.get_device(services.db, name, device_id)
+        if existing is not None and (existing.revoked_at is not None or not req.rotate):
+            state = "was revoked" if existing.revoked_at is not None else "is enrolled"
+            raise ProblemError(
+                409,
+                "device_exists",
+                f"device {device_id} {state} in tenant {name} already; "
+                + (
+                    "a revoked id is never reused, enroll the profile under a new id"
+                    if existing.revoked_at is not None
+                    else "send rotate: true to give it a new credential, or choose a new id"
+                ),
+            )
+        if existing is None:
+            credentials.add_device(
+                services.db, tenant=name, device_id=device_id, digest=digest, now=now
+            )
+            enrolled_at, status = now, 201
+        else:
+            credentials.rotate_device_credential(services.db, name, device_id, digest)
+            enrolled_at, status = existing.enrolled_at, 200
+    return _json(
+        m.DeviceEnrollment(
+            tenant=name, device_id=device_id, credential=token, enrolled_at=_at(enrolled_at)
+        ),
+        status,
+    )
+
+
+@delete("/v1/operator/tenants/{tenant:str}/devices/{device_id:str}", status_code=200)
+async def revoke_device(
+    request: Request[Any, Any, Any], tenant: FromPath[str], device_id: FromPath[str]
+) -> Response[Any]:
+    operator_principal(request)
+    services = _services(request)
+    name = _path_name(tenant, "tenant")
+    device_name = _path_name(device_id, "deviceId")
+    with services.db.transaction():
+        credentials.revoke_device(services.db, name, device_name, services.clock.now())
+        device = credentials.get_device(services.db, name, device_name)
+    if device is None:
+        raise ProblemError(
+            404, "device_not_found", f"no device {device_name} was ever enrolled in tenant {name}"
+        )
+    await services.db.durable()
+    await services.revocations.sweep()  # its sockets close now, not at the next watch tick
+    return _json(_operator_device(services, device), 200)
+
+
+@post("/v1/operator/tenants/{tenant:str}/api-keys")
+async def create_api_key(request: Request[Any, Any, Any], tenant: FromPath[str]) -> Response[Any]:
+    operator_principal(request)
+    services = _services(request)
+    name = _path_name(tenant, "tenant")
+    req: m.ApiKeyRequest = _parse(m.ApiKeyRequest, await _body(request))
+    token = _security.generate_token("consumer")
+    key_id = "key_" + secrets.token_hex(6)
+    now = services.clock.now()
+    with services.db.transaction():
+        credentials.add_api_key(
+            services.db,
+            digest=_security.token_digest(token),
+            key_id=key_id,
+            tenant=name,
+            actor=req.actor,
+            now=now,
+        )
+    return _json(
+        m.ApiKeyCreated(
+            key_id=key_id, tenant=name, actor=req.actor, api_key=token, created_at=_at(now)
+        ),
+        201,
+    )
+
+
+@put("/v1/operator/tenants/{tenant:str}/settings")
+async def update_tenant_settings(
+    request: Request[Any, Any, Any], tenant: FromPath[str]
+) -> Response[Any]:
+    operator_principal(request)
+    services = _services(request)
+    name = _path_name(tenant, "tenant")
+    req: m.TenantSettingsUpdate = _parse(m.TenantSettingsUpdate, await _body(request))
+    with services.db.transaction():
+        operators.set_unattended_flag(
+            services.db, name, req.unattended_enabled, services.clock.now()
+        )
+    by_setting = name in services.settings.unattended_enabled_tenants
+    return _json(
+        m.TenantSettings(
+            tenant=name,
+            unattended_enabled=by_setting or req.unattended_enabled,
+            unattended_flag=req.unattended_enabled,
+            unattended_by_setting=by_setting,
+        ),
+        200,
+    )
 
 
 # -- sockets ---------------------------------------------------------------------------------------
@@ -874,6 +1084,12 @@ def create_app(services: Services) -> Litestar:
             poll_command,
             list_devices,
             connect_ticket,
+            operator_devices_options,
+            list_tenant_devices,
+            enroll_device,
+            revoke_device,
+            create_api_key,
+            update_tenant_settings,
             device_socket,
             session_socket,
             healthz,

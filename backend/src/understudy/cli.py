@@ -13,6 +13,9 @@
     understudy devices revoke --tenant T --device D
     understudy devices list
     understudy tenants list
+    understudy operator-tokens create --name N   print a new operator token once
+    understudy operator-tokens revoke TOKEN_ID
+    understudy operator-tokens list
     understudy secrets put --tenant T --name N       read the value from stdin (never argv)
     understudy secrets list --tenant T               names only
     understudy secrets delete --tenant T --name N
@@ -52,6 +55,7 @@ from understudy._store import (
     credentials,
     current_version,
     migrate,
+    operators,
     vault,
 )
 from understudy._store import sessions as session_store
@@ -233,6 +237,15 @@ def parser() -> argparse.ArgumentParser:
     _tenant(c.leaf(secret_actions, "list", "list secret names (never values)", lists=True))
     _tenant(c.leaf(secret_actions, "rotate-key", "re-seal every secret under a fresh data key"))
 
+    tokens = c.group("operator-tokens", "operator tokens of the operator API (/v1/operator/...)")
+    tcreate = c.leaf(tokens, "create", "create an operator token; printed once")
+    tcreate.add_argument(
+        "--name", required=True, type=_name, help="who or what holds it (e.g. synthetic-users)"
+    )
+    trevoke = c.leaf(tokens, "revoke", "revoke an operator token by its id")
+    trevoke.add_argument("token_id", help="the token's id, as `operator-tokens list` prints it")
+    c.leaf(tokens, "list", "list operator tokens (ids and names, never the tokens)", lists=True)
+
     tenants = c.group("tenants", "tenants")
     c.leaf(tenants, "list", "list tenants that have keys or devices", lists=True)
 
@@ -375,11 +388,43 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
         for device in credentials.all_devices(db):
             print(f"{device.tenant}\t{device.device_id}\t{_operator.device_state(device)}")
         return 0
+    if args.command == "operator-tokens":
+        return _operator_tokens(db, args, now, as_json)
     if args.command == "tenants":
         names = credentials.tenants(db)
         _print_json(names) if as_json else print("\n".join(names)) if names else None
         return 0
     raise AssertionError(f"unhandled command {args}")
+
+
+def _operator_tokens(db: Database, args: argparse.Namespace, now: float, as_json: bool) -> int:
+    if args.action == "create":
+        token = _security.generate_token("operator")
+        token_id = "op_" + secrets.token_hex(6)
+        with db.transaction():
+            operators.add_token(
+                db, digest=_security.token_digest(token), token_id=token_id, name=args.name, now=now
+            )
+        print(
+            f"token id:       {token_id}\noperator token: {token}\n"
+            "(shown once; it may act on every tenant, store it in your secret manager)"
+        )
+        return 0
+    if args.action == "revoke":
+        with db.transaction():
+            done = operators.revoke_token(db, args.token_id, now)
+        print("revoked" if done else f"no active operator token {args.token_id}")
+        return 0 if done else 1
+    rows = [
+        {
+            "tokenId": token.token_id,
+            "name": token.name,
+            "state": "revoked" if token.revoked_at else "active",
+        }
+        for token in operators.list_tokens(db)
+    ]
+    _print_json(rows) if as_json else _print_rows(rows)
+    return 0
 
 
 def _print_rows(rows: list[dict[str, str]]) -> None:

@@ -28,12 +28,14 @@ from understudy_connector._exceptions import (
     CommandNotStarted,
     CommandOutcomeUnknown,
     CommandTimedOut,
+    DeviceExists,
     DeviceNotFound,
     ElementNotFound,
     IdempotencyConflict,
     InvalidRequest,
     NoDeviceAvailable,
     NotReady,
+    OperatorApiDisabled,
     OriginConflict,
     OutcomeTimeout,
     ProblemError,
@@ -56,6 +58,7 @@ from understudy_connector._exceptions import (
 )
 from understudy_connector._hooks import ApproveHook, WriteRequest
 from understudy_connector._lifecycle import SessionState
+from understudy_connector._operator import AsyncOperatorClient, OperatorClient
 from understudy_connector._progress import LOGGER_NAME, Wait, WaitReason
 from understudy_connector._session import AsyncSession, Session
 from understudy_connector._snapshot import find_nodes, find_ref, render_snapshot
@@ -67,6 +70,7 @@ __all__ = [
     "PROBLEM_CLASSES",
     "ApproveHook",
     "AsyncClient",
+    "AsyncOperatorClient",
     "AsyncSession",
     "AuditEvent",
     "AuditHook",
@@ -80,12 +84,15 @@ __all__ = [
     "CommandNotStarted",
     "CommandOutcomeUnknown",
     "CommandTimedOut",
+    "DeviceExists",
     "DeviceNotFound",
     "ElementNotFound",
     "IdempotencyConflict",
     "InvalidRequest",
     "NoDeviceAvailable",
     "NotReady",
+    "OperatorApiDisabled",
+    "OperatorClient",
     "OriginConflict",
     "OutcomeTimeout",
     "ProblemError",

@@ -18,9 +18,11 @@ message::
         ├── InvalidRequest              400 invalid_request
         ├── Unauthorized                401 unauthorized
         ├── UnattendedDisabled          403 unattended_disabled
+        ├── OperatorApiDisabled         403 operator_api_disabled
         ├── DeviceNotFound              404 device_not_found
         ├── SessionNotFound             404 session_not_found
         ├── CommandNotFound             404 command_not_found
+        ├── DeviceExists                409 device_exists
         ├── IdempotencyConflict         409 idempotency_conflict
         ├── OriginConflict              409 origin_conflict
         ├── ProfileConflict             409 profile_conflict
@@ -70,12 +72,14 @@ __all__ = [
     "CommandNotStarted",
     "CommandOutcomeUnknown",
     "CommandTimedOut",
+    "DeviceExists",
     "DeviceNotFound",
     "ElementNotFound",
     "IdempotencyConflict",
     "InvalidRequest",
     "NoDeviceAvailable",
     "NotReady",
+    "OperatorApiDisabled",
     "OriginConflict",
     "OutcomeTimeout",
     "ProblemError",
@@ -277,6 +281,13 @@ class UnattendedDisabled(ProblemError):
     STATUS = 403
 
 
+class OperatorApiDisabled(ProblemError):
+    """No operator token exists on the backend; create one with `understudy operator-tokens`."""
+
+    CODE = "operator_api_disabled"
+    STATUS = 403
+
+
 class DeviceNotFound(ProblemError):
     """The explicit `device_id` is not enrolled in this tenant; there is no fallback."""
 
@@ -296,6 +307,13 @@ class CommandNotFound(ProblemError):
 
     CODE = "command_not_found"
     STATUS = 404
+
+
+class DeviceExists(ProblemError):
+    """The device id is already enrolled (or was revoked) in the tenant; rotate or pick a new id."""
+
+    CODE = "device_exists"
+    STATUS = 409
 
 
 class IdempotencyConflict(ProblemError):

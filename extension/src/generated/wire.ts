@@ -351,6 +351,13 @@ export type Timestamp1 = string;
  */
 export type Timestamp2 = string;
 /**
+ * Operator-chosen tenant name.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "TenantId".
+ */
+export type TenantId = string;
+/**
  * Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command. Only the hyphenated 8-4-4-4-12 form is accepted (no braces, `urn:uuid:` prefix or bare 32 digits); hex digits may be upper or lower case and are normalised to lower case, so `C3A1…` and `c3a1…` name the same command.
  */
 export type CommandId1 = string;
@@ -377,6 +384,22 @@ export type UnauthorizedProblem = Problem & {
 export type UnattendedDisabledProblem = Problem & {
   status?: 403;
   code?: "unattended_disabled";
+};
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "OperatorApiDisabledProblem".
+ */
+export type OperatorApiDisabledProblem = Problem & {
+  status?: 403;
+  code?: "operator_api_disabled";
+};
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "DeviceExistsProblem".
+ */
+export type DeviceExistsProblem = Problem & {
+  status?: 409;
+  code?: "device_exists";
 };
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -498,13 +521,6 @@ export type CommandTimeoutProblem = Problem & {
   status?: 504;
   code?: "command_not_started" | "command_timed_out";
 };
-/**
- * Operator-chosen tenant name.
- *
- * This interface was referenced by `UnderstudyWire`'s JSON-Schema
- * via the `definition` "TenantId".
- */
-export type TenantId = string;
 
 /**
  * Bundle of spec/openapi.yaml and spec/frames/*.json, written by codegen.
@@ -535,11 +551,21 @@ export interface UnderstudyWire {
   deviceList?: DeviceList;
   connectTicketRequest?: ConnectTicketRequest;
   connectTicket?: ConnectTicket;
+  deviceEnrollmentRequest?: DeviceEnrollmentRequest;
+  deviceEnrollment?: DeviceEnrollment;
+  operatorDevice?: OperatorDevice;
+  operatorDeviceList?: OperatorDeviceList;
+  apiKeyRequest?: ApiKeyRequest;
+  apiKeyCreated?: ApiKeyCreated;
+  tenantSettingsUpdate?: TenantSettingsUpdate;
+  tenantSettings?: TenantSettings;
   health?: Health;
   problem?: Problem;
   invalidRequestProblem?: InvalidRequestProblem;
   unauthorizedProblem?: UnauthorizedProblem;
   unattendedDisabledProblem?: UnattendedDisabledProblem;
+  operatorApiDisabledProblem?: OperatorApiDisabledProblem;
+  deviceExistsProblem?: DeviceExistsProblem;
   deviceNotFoundProblem?: DeviceNotFoundProblem;
   sessionNotFoundProblem?: SessionNotFoundProblem;
   commandNotFoundProblem?: CommandNotFoundProblem;
@@ -1774,6 +1800,108 @@ export interface ConnectTicket {
    */
   socketUrl: string;
   expiresAt: Timestamp;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "DeviceEnrollmentRequest".
+ */
+export interface DeviceEnrollmentRequest {
+  deviceId: DeviceId;
+  /**
+   * When the device exists, give it a new credential instead of answering `409`.
+   */
+  rotate?: boolean;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "DeviceEnrollment".
+ */
+export interface DeviceEnrollment {
+  tenant: TenantId;
+  deviceId: DeviceId;
+  /**
+   * The device credential, shown this once; give it to the extension.
+   */
+  credential: string;
+  enrolledAt: Timestamp;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "OperatorDevice".
+ */
+export interface OperatorDevice {
+  deviceId: DeviceId;
+  state: "online" | "offline" | "revoked";
+  online: boolean;
+  capacity: number;
+  usedCapacity: number;
+  enrolledAt: Timestamp;
+  lastSeenAt?: Timestamp;
+  revokedAt?: Timestamp;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "OperatorDeviceList".
+ */
+export interface OperatorDeviceList {
+  tenant: TenantId;
+  devices: OperatorDevice[];
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "ApiKeyRequest".
+ */
+export interface ApiKeyRequest {
+  /**
+   * The consumer's actor name (a bot, a service); audit events carry it.
+   */
+  actor: string;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "ApiKeyCreated".
+ */
+export interface ApiKeyCreated {
+  /**
+   * Names the key in `understudy keys list` and `understudy keys revoke`.
+   */
+  keyId: string;
+  tenant: TenantId;
+  actor: string;
+  /**
+   * The consumer API key, shown this once.
+   */
+  apiKey: string;
+  createdAt: Timestamp;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "TenantSettingsUpdate".
+ */
+export interface TenantSettingsUpdate {
+  /**
+   * The tenant's durable unattended flag.
+   */
+  unattendedEnabled: boolean;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "TenantSettings".
+ */
+export interface TenantSettings {
+  tenant: TenantId;
+  /**
+   * Whether the tenant may create unattended sessions (the flag or the setting).
+   */
+  unattendedEnabled: boolean;
+  /**
+   * The durable flag this operation sets.
+   */
+  unattendedFlag: boolean;
+  /**
+   * Whether `UNATTENDED_ENABLED_TENANTS` lists the tenant (not changeable here).
+   */
+  unattendedBySetting: boolean;
 }
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema

@@ -17,6 +17,8 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_MODEL_TIMEOUT_S` | `60` | one model call |
 | `SYNTHETIC_USERS_HEURISTIC_SEED` | `7` | the heuristic persona's seed |
 | `FLEET_MAX_BROWSERS` | `3` | Chromium profiles the fleet may run at once |
+| `SYNTHETIC_USERS_EXTENSION_DIR` | none | the built Understudy extension the fleet loads |
+| `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
 """
@@ -59,6 +61,8 @@ class Settings:
     model_timeout_s: float = 60.0
     heuristic_seed: int = 7
     fleet_max_browsers: int = 3
+    extension_dir: Path | None = None
+    headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
 
@@ -106,6 +110,13 @@ def _seconds(value: str, variable: str) -> float:
     return number
 
 
+def _flag(value: str, variable: str) -> bool:
+    text = value.strip().lower()
+    if text not in ("1", "0", "true", "false", "yes", "no"):
+        raise ConfigError(f"{variable} must be 1 or 0")
+    return text in ("1", "true", "yes")
+
+
 def _url(value: str, variable: str) -> str:
     url = value.strip().rstrip("/")
     parts = urlsplit(url)
@@ -134,6 +145,8 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "model_timeout_s": (("SYNTHETIC_USERS_MODEL_TIMEOUT_S",), _seconds),
     "heuristic_seed": (("SYNTHETIC_USERS_HEURISTIC_SEED",), _int(0, 2**31 - 1)),
     "fleet_max_browsers": (("FLEET_MAX_BROWSERS",), _int(1, 10)),
+    "extension_dir": (("SYNTHETIC_USERS_EXTENSION_DIR",), _path),
+    "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
 }

@@ -40,11 +40,14 @@ def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -
 
     The app's lifespan calls `services.start()` (resume `store.claim_resumable_runs()`, start the
     fleet) and `services.stop()`; `POST /runs` and `DELETE /runs/{id}` call `run_created` and
-    `run_cancelled`. Until the orchestrator is wired in here, runs stay `queued`.
-    """
-    from synthetic_users._api import IdleServices
+    `run_cancelled`.
 
-    return IdleServices()
+    Raises:
+        ServiceConfigError: a setting the orchestrator needs is missing (message says which).
+    """
+    from synthetic_users._service import RunServices
+
+    return RunServices(settings, store, artifacts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -197,8 +200,12 @@ def _run(
     import uvicorn
 
     from synthetic_users._api import RunDefaults, create_app
+    from synthetic_users._service import ServiceConfigError
 
-    services = build_services(settings, store, artifacts)
+    try:
+        services = build_services(settings, store, artifacts)
+    except ServiceConfigError as exc:
+        return _fail(str(exc))
     app = create_app(
         store,
         artifacts,

@@ -161,6 +161,24 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        5,
+        "operator API: operator tokens and the durable per-tenant unattended flag",
+        """
+        CREATE TABLE operator_tokens (
+            digest TEXT PRIMARY KEY,
+            token_id TEXT NOT NULL UNIQUE,
+            name TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            revoked_at REAL
+        );
+        CREATE TABLE tenant_settings (
+            tenant TEXT PRIMARY KEY,
+            unattended_enabled INTEGER NOT NULL DEFAULT 0,
+            updated_at REAL NOT NULL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

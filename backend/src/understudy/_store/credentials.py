@@ -85,6 +85,24 @@ def ensure_device(db: Database, *, tenant: str, device_id: str, digest: str, now
     )
 
 
+def rotate_device_credential(db: Database, tenant: str, device_id: str, digest: str) -> bool:
+    """Give an enrolled, unrevoked device a new credential digest; False when there is none."""
+    return (
+        db.execute(
+            "UPDATE devices SET credential_digest = ? WHERE tenant = ? AND device_id = ? "
+            "AND revoked_at IS NULL",
+            (digest, tenant, device_id),
+        )
+        == 1
+    )
+
+
+def tenant_devices_all(db: Database, tenant: str) -> list[Device]:
+    """Every device ever enrolled in `tenant`, revoked ones included, ordered by id."""
+    rows = db.query("SELECT * FROM devices WHERE tenant = ? ORDER BY device_id", (tenant,))
+    return [_device(r) for r in rows]
+
+
 def device_by_digest(db: Database, digest: str) -> Device | None:
     row = db.one("SELECT * FROM devices WHERE credential_digest = ?", (digest,))
     return _device(row) if row is not None else None

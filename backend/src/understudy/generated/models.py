@@ -1546,6 +1546,108 @@ class ConnectTicket(WireModel):
     expires_at: Annotated[Timestamp, Field(alias="expiresAt")]
 
 
+class DeviceEnrollmentRequest(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    device_id: Annotated[DeviceId, Field(alias="deviceId")]
+    rotate: bool | None = False
+    """
+    When the device exists, give it a new credential instead of answering `409`.
+    """
+
+
+class DeviceEnrollment(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tenant: TenantId
+    device_id: Annotated[DeviceId, Field(alias="deviceId")]
+    credential: Annotated[str, Field(pattern="^udc_[A-Za-z0-9_-]{43}$")]
+    """
+    The device credential, shown this once; give it to the extension.
+    """
+    enrolled_at: Annotated[Timestamp, Field(alias="enrolledAt")]
+
+
+class OperatorDevice(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    device_id: Annotated[DeviceId, Field(alias="deviceId")]
+    state: Literal["online", "offline", "revoked"]
+    online: bool
+    capacity: Annotated[int, Field(ge=0, le=2)]
+    used_capacity: Annotated[int, Field(alias="usedCapacity", ge=0, le=2)]
+    enrolled_at: Annotated[Timestamp, Field(alias="enrolledAt")]
+    last_seen_at: Annotated[Timestamp | None, Field(alias="lastSeenAt")] = None
+    revoked_at: Annotated[Timestamp | None, Field(alias="revokedAt")] = None
+
+
+class OperatorDeviceList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tenant: TenantId
+    devices: list[OperatorDevice]
+
+
+class ApiKeyRequest(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    actor: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,63}$")]
+    """
+    The consumer's actor name (a bot, a service); audit events carry it.
+    """
+
+
+class ApiKeyCreated(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    key_id: Annotated[str, Field(alias="keyId", pattern="^key_[0-9a-f]{12}$")]
+    """
+    Names the key in `understudy keys list` and `understudy keys revoke`.
+    """
+    tenant: TenantId
+    actor: Annotated[str, Field(pattern="^[a-z0-9][a-z0-9._-]{0,63}$")]
+    api_key: Annotated[str, Field(alias="apiKey", pattern="^usk_[A-Za-z0-9_-]{43}$")]
+    """
+    The consumer API key, shown this once.
+    """
+    created_at: Annotated[Timestamp, Field(alias="createdAt")]
+
+
+class TenantSettingsUpdate(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    unattended_enabled: Annotated[bool, Field(alias="unattendedEnabled")]
+    """
+    The tenant's durable unattended flag.
+    """
+
+
+class TenantSettings(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    tenant: TenantId
+    unattended_enabled: Annotated[bool, Field(alias="unattendedEnabled")]
+    """
+    Whether the tenant may create unattended sessions (the flag or the setting).
+    """
+    unattended_flag: Annotated[bool, Field(alias="unattendedFlag")]
+    """
+    The durable flag this operation sets.
+    """
+    unattended_by_setting: Annotated[bool, Field(alias="unattendedBySetting")]
+    """
+    Whether `UNATTENDED_ENABLED_TENANTS` lists the tenant (not changeable here).
+    """
+
+
 class Health(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1623,6 +1725,24 @@ class UnattendedDisabledProblem(Problem):
     code: Annotated[
         Literal["unattended_disabled"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
     ]
+
+
+class OperatorApiDisabledProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[403], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["operator_api_disabled"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
+class DeviceExistsProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[409], Field(ge=400, le=599)]
+    code: Annotated[Literal["device_exists"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
 
 
 class DeviceNotFoundProblem(Problem):
@@ -2281,6 +2401,30 @@ class UnderstudyWire(WireModel):
         ConnectTicketRequest | None, Field(alias="connectTicketRequest")
     ] = None
     connect_ticket: Annotated[ConnectTicket | None, Field(alias="connectTicket")] = None
+    device_enrollment_request: Annotated[
+        DeviceEnrollmentRequest | None, Field(alias="deviceEnrollmentRequest")
+    ] = None
+    device_enrollment: Annotated[
+        DeviceEnrollment | None, Field(alias="deviceEnrollment")
+    ] = None
+    operator_device: Annotated[OperatorDevice | None, Field(alias="operatorDevice")] = (
+        None
+    )
+    operator_device_list: Annotated[
+        OperatorDeviceList | None, Field(alias="operatorDeviceList")
+    ] = None
+    api_key_request: Annotated[ApiKeyRequest | None, Field(alias="apiKeyRequest")] = (
+        None
+    )
+    api_key_created: Annotated[ApiKeyCreated | None, Field(alias="apiKeyCreated")] = (
+        None
+    )
+    tenant_settings_update: Annotated[
+        TenantSettingsUpdate | None, Field(alias="tenantSettingsUpdate")
+    ] = None
+    tenant_settings: Annotated[TenantSettings | None, Field(alias="tenantSettings")] = (
+        None
+    )
     health: Health | None = None
     problem: Problem | None = None
     invalid_request_problem: Annotated[
@@ -2291,6 +2435,12 @@ class UnderstudyWire(WireModel):
     ] = None
     unattended_disabled_problem: Annotated[
         UnattendedDisabledProblem | None, Field(alias="unattendedDisabledProblem")
+    ] = None
+    operator_api_disabled_problem: Annotated[
+        OperatorApiDisabledProblem | None, Field(alias="operatorApiDisabledProblem")
+    ] = None
+    device_exists_problem: Annotated[
+        DeviceExistsProblem | None, Field(alias="deviceExistsProblem")
     ] = None
     device_not_found_problem: Annotated[
         DeviceNotFoundProblem | None, Field(alias="deviceNotFoundProblem")

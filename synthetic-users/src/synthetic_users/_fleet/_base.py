@@ -15,7 +15,10 @@ Exceptions (all `FleetError`):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,17 @@ class Fleet(Protocol):
         """Get ready (enroll nothing yet; profiles are launched on demand)."""
         ...
 
-    async def acquire(self, holder: str, *, timeout_s: float = 60.0) -> Profile:
+    async def acquire(
+        self,
+        holder: str,
+        *,
+        timeout_s: float = 60.0,
+        allowed_origins: Sequence[str] | None = None,
+    ) -> Profile:
         """A wiped, online profile for `holder` (a persona session id); launches one if needed.
+
+        `allowed_origins` are the origins the run targets (the session's `allowedOrigins`): a
+        fleet may admit only these in the browser's own policy. None keeps the fleet's default.
 
         Raises:
             FleetExhausted: nothing became free within `timeout_s`.

@@ -153,6 +153,10 @@ class Model(Protocol):
 class ModelError(Exception):
     """A model could not give a usable decision."""
 
+    # Tokens the provider billed for the failed call (a refusal or malformed call costs as much
+    # as a good one), when it reported them; None otherwise.
+    usage: Usage | None = None
+
 
 class ModelRateLimited(ModelError):
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
@@ -189,5 +193,7 @@ class ScriptedModel:
     async def decide(self, request: TurnRequest) -> Decision:
         self.requests.append(request)
         if not self.decisions:
-            return Decision(ToolCall("finish", {"success": False, "summary": "script ended"}))
+            return Decision(
+                ToolCall("finish", {"success": False, "summary": "script ended", "ease": 4})
+            )
         return self.decisions.pop(0)

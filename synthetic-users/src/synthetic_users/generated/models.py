@@ -214,6 +214,28 @@ How the persona felt at a step.
 """
 
 
+ReactionKind = TypeAliasType(
+    "ReactionKind",
+    Annotated[
+        Literal[
+            "slow_load",
+            "error_page",
+            "dead_link",
+            "dead_end",
+            "unlabeled_control",
+            "missing_alt_text",
+            "validation_message",
+            "confusing_error",
+            "other",
+        ],
+        Field(examples=["unlabeled_control"], title="ReactionKind"),
+    ],
+)
+"""
+What a reaction is about, when the persona can name it: a slow step (`slow_load`), an error page (`error_page`), a link that leads nowhere (`dead_link`), no way forward (`dead_end`), a control without a label (`unlabeled_control`), an image without a text alternative (`missing_alt_text`), a form's validation message (`validation_message`), an error that does not say what to do (`confusing_error`), or something else (`other`). Reactions of different personas are grouped by it in the aggregate report.
+"""
+
+
 SessionStatus = TypeAliasType(
     "SessionStatus",
     Annotated[
@@ -373,6 +395,14 @@ class Reaction(WireModel):
     ref: Ref | None = None
     """
     The element the reaction is about, when the persona named one.
+    """
+    kind: ReactionKind | None = None
+    """
+    What the reaction is about, when the persona named it.
+    """
+    element: Annotated[str | None, Field(max_length=1100)] = None
+    """
+    The element `ref` named, as the persona saw it: its role and accessible name (`textbox 'Email'`, `an unnamed textbox`).
     """
     screenshot: ScreenshotName | None = None
     created_at: Timestamp
@@ -908,6 +938,7 @@ class ReactArguments(WireModel):
     sentiment: Sentiment
     note: Annotated[str, Field(max_length=2000, min_length=1)]
     ref: Ref | None = None
+    kind: ReactionKind | None = None
     ease: Ease
     """
     Single Ease Question rating (1-7, 7 = very easy) of the step just done.
@@ -1295,6 +1326,7 @@ class SyntheticUsersWire(WireModel):
     step: Step | None = None
     tokens: Tokens | None = None
     sentiment: Sentiment | None = None
+    reaction_kind: Annotated[ReactionKind | None, Field(alias="reactionKind")] = None
     session_status: Annotated[SessionStatus | None, Field(alias="sessionStatus")] = None
     run_status: Annotated[RunStatus | None, Field(alias="runStatus")] = None
     persona: Persona | None = None
