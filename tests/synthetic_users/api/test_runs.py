@@ -61,6 +61,7 @@ async def test_progress_shows_turn_generation_and_reactions_so_far(api: Api) -> 
         sentiment="confused",
         note="No label",
         url="https://shop.example/",
+        kind="unlabeled_control",
     )
     api.store.bump_generation(sid)
     run = (await api.client.get(f"/runs/{run_id}", headers=api.auth())).json()
@@ -72,7 +73,9 @@ async def test_progress_shows_turn_generation_and_reactions_so_far(api: Api) -> 
         1,
         2,
     )
-    assert [(r["sentiment"], r["note"]) for r in session["reactions"]] == [("confused", "No label")]
+    assert [(r["sentiment"], r["note"], r["kind"]) for r in session["reactions"]] == [
+        ("confused", "No label", "unlabeled_control")
+    ]
 
 
 @pytest.mark.parametrize(
