@@ -2,15 +2,15 @@
 
 Method:
 
-1. Set-up: a ``synthetic-users serve`` subprocess on 127.0.0.1 (a free port) with a fresh data
-   directory (SQLite ``synchronous=FULL``, WAL) and the embedded default's services, which leave
-   runs ``queued``: what is measured is the API's own work, not a persona's. The API key comes
+1. Set-up: a ``synthetic-users serve --api-only`` subprocess on 127.0.0.1 (a free port) with a
+   fresh data directory (SQLite ``synchronous=FULL``, WAL) and no orchestrator, so runs stay
+   ``queued``: what is measured is the API's own work, not personas competing for the cores (a
+   run's work happens after its answer in any case). The API key comes
    from ``synthetic-users keys create --customer bench``, as an operator makes one.
 2. One sample: ``POST /runs`` with three inline personas of different literacy, a target URL,
    a task and a fresh ``Idempotency-Key``, on a keep-alive HTTP/1.1 connection (``bench._http``),
    timed from the request written to the reply read. ``202`` means the body was validated against
-   the generated models, the run and its three persona sessions were committed (one fsync) and
-   the orchestrator was told.
+   the generated models and the run and its three persona sessions were committed (one fsync).
 3. Phases, in this order: sequential creates on one connection; concurrent creates, 8
    connections each sending back to back (the p99 a busy customer sees); replays of keys of the
    sequential phase (must answer ``200`` with the same ``run_id``: a lookup, no write).
@@ -93,6 +93,7 @@ class Service:
         self.proc = await asyncio.create_subprocess_exec(
             *_cli(),
             "serve",
+            "--api-only",
             "--host",
             "127.0.0.1",
             "--port",

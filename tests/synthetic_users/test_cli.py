@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
+import httpx
 import pytest
 
 from synthetic_users import __version__, cli
 from synthetic_users._store import SCHEMA_VERSION, Store, schema_version
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 
 def test_migrate_creates_the_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,3 +68,30 @@ def test_a_bad_setting_is_refused_naming_it(
     monkeypatch.setenv("SYNTHETIC_USERS_PORT", "eighty")
     assert cli.main(["--data-dir", str(tmp_path), "migrate"]) == 2
     assert "SYNTHETIC_USERS_PORT" in capsys.readouterr().err
+
+
+def test_serve_api_only_answers_without_an_understudy_and_stops_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    script = Path(sys.executable).with_name("synthetic-users")
+    env = {**os.environ, "SYNTHETIC_USERS_DATA_DIR": str(tmp_path)}
+    env.pop("UNDERSTUDY_OPERATOR_TOKEN", None)
+    proc = subprocess.Popen(
+        [str(script), "serve", "--api-only", "--host", "127.0.0.1", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = re.search(r"serving on (http://\S+)", line)
+        assert url, line
+        assert httpx.get(f"{url.group(1)}/healthz", timeout=10).json()["status"] == "ok"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status tells it.
+    assert code in (0, -signal.SIGTERM)
