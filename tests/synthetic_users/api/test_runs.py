@@ -144,6 +144,8 @@ async def test_a_missing_field_is_named(api: Api) -> None:
         (b"{not json", "application/json"),
         (b'{"task": "a", "task": "b"}', "application/json"),
         (b'{"task": "a"}', "text/plain"),
+        (b'{"turn_budget": NaN}', "application/json"),
+        (b"[" * 100_000, "application/json"),
     ],
 )
 async def test_a_body_that_is_not_json_is_a_400_invalid_json(
