@@ -98,6 +98,14 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
         CREATE INDEX reactions_by_run ON reactions (run_id, reaction_id);
         """,
     ),
+    (
+        2,
+        "reactions name their kind and the element they are about",
+        """
+        ALTER TABLE reactions ADD COLUMN kind TEXT;
+        ALTER TABLE reactions ADD COLUMN element TEXT;
+        """,
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 
