@@ -506,6 +506,8 @@ def next_move(turn: Turn, problems: Sequence[Problem]) -> tuple[tuple[str, dict[
     if give_up(turn):
         summary = f"I gave up on '{page.title}' ({page.path}): too many problems on the way."
         return ("finish", {"success": False, "summary": summary}), summary
+    if is_error_page(page):
+        return recover(turn)  # what a person does on an error page: go back
     for step in (fill_next, submit_form, follow_best, search, recover):
         move = step(turn)
         if move is not None:
