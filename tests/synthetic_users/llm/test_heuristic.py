@@ -564,3 +564,46 @@ def test_the_rendered_fallback_text_reads_like_the_nodes() -> None:
     from_text = read_text(render_snapshot(page))
     assert from_text.elements == from_nodes.elements
     assert from_text.url == page.url and from_text.title == page.title
+
+
+def test_searches_for_the_thing_the_task_names_when_no_link_matches() -> None:
+    page = snapshot(
+        "/",
+        "Shop",
+        [
+            heading("Shop"),
+            {"ref": "g1e12", "role": "searchbox", "name": "Search products", "depth": 2},
+            {"ref": "g1e14", "role": "button", "name": "Search", "depth": 2},
+            {"ref": "g1e15", "role": "link", "name": "About us", "depth": 2},
+        ],
+    )
+    req = request(page)
+    typed = decide(req)
+    assert typed.call == ToolCall(
+        "type", {"ref": "g1e12", "text": "rain jacket", "submit": True, "ease": 7}
+    )
+    assert decide(after(req, typed, page)).call.name != "type", "one search per page"
+
+
+def test_adds_to_cart_only_on_the_page_of_the_thing_wanted() -> None:
+    socks = snapshot(
+        "/product/wool-socks",
+        "Wool socks",
+        [
+            *NAV,
+            heading("Wool socks"),
+            {"ref": "g1e12", "role": "button", "name": "Add to cart", "depth": 2},
+        ],
+    )
+    call = decide(request(socks)).call
+    assert call.arguments.get("ref") != "g1e12"
+
+
+def test_random_choices_do_not_depend_on_the_site_s_port() -> None:
+    low = replace(PERSONA, digital_literacy="low")
+    here = home()
+    moved = here.model_copy(update={"url": "http://127.0.0.1:9999/"})
+    for turn in range(1, 30):
+        a = decide(request(here, persona=low, turn=turn, prior=reacted_to_banner()), 4)
+        b = decide(request(moved, persona=low, turn=turn, prior=reacted_to_banner()), 4)
+        assert a == b

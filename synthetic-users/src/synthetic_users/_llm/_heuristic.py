@@ -97,12 +97,23 @@ SUBMIT_WORDS = (
 )
 # Words on the way through a purchase or sign-up, worth following even when the task omits them.
 FUNNEL_BONUS = {"add to cart": 5, "add to basket": 5, "checkout": 5, "buy now": 5, "proceed": 3}
+ADDING = (
+    "add to cart",
+    "add to basket",
+    "buy now",
+)  # worth it only on the page of the thing wanted
+SEARCH_WORDS = 3  # at most this many words go into a search box
 CLICKED_PENALTY = 4  # per earlier click on an element of the same name
 TASK_WORD_WEIGHT = 3
 GOAL_WORD_WEIGHT = 4  # the persona's own goals come before the task's wording
 STOP_WORDS = frozenset(
     "a an the and or to of for your you my me it in on at with from as is be this that have has"
     " get some one them their then want need can will would like about".split()
+)
+# Words of a task that say what to do rather than what to look for ("buy", "delivered home").
+TASK_VERBS = frozenset(
+    "buy order purchase find look search book get have deliver delivered home ship shipped send"
+    " make try check".split()
 )
 
 # Which persona datum a field takes, by words in its label (all of a rule's words must appear).
@@ -469,7 +480,9 @@ class HeuristicPersona:
             observation.url, observation.title, observation.snapshot, observation.text
         )
         # Seeded from the request, not from earlier calls: a restarted persona chooses the same.
-        rng = random.Random(f"{self.seed}|{request.turn}|{page.url}")  # noqa: S311 - not crypto
+        # The path, not the URL: a site on another port (a test's) gets the same choices.
+        where = urlsplit(page.url)._replace(scheme="", netloc="").geturl()
+        rng = random.Random(f"{self.seed}|{request.turn}|{where}")  # noqa: S311 - not crypto
         turn = Turn(request, page, remember(request), rng)
         problems = observe(turn)
         ease = rate(turn, problems)
@@ -659,13 +672,24 @@ def submit_form(turn: Turn) -> Move | None:
     return ("click", {"ref": button.ref}), reason
 
 
+def wanted(turn: Turn) -> set[str]:
+    """What the task is about: its content words without the ones that say what to do."""
+    return words(turn.request.task) - words(" ".join(TASK_VERBS))
+
+
+def on_wanted_page(turn: Turn) -> bool:
+    """Whether this page is about the thing the task wants (its heading or title says so)."""
+    about = words(" ".join((turn.page.title, *turn.page.headings)))
+    return not wanted(turn) or bool(about & wanted(turn))
+
+
 def score(turn: Turn, element: Element) -> int:
-    task, goals = words(turn.request.task), words(" ".join(turn.persona.goals))
+    task, goals = wanted(turn), words(" ".join(turn.persona.goals))
     name = words(element.name)
     points = TASK_WORD_WEIGHT * len(name & task) + GOAL_WORD_WEIGHT * len(name & goals)
     lowered = element.name.casefold()
     for phrase, bonus in FUNNEL_BONUS.items():
-        if phrase in lowered:
+        if phrase in lowered and (phrase not in ADDING or on_wanted_page(turn)):
             points += bonus
     count = re.search(r"\((\d+)\)", element.name)
     if count and int(count.group(1)) > 0 and ("cart" in lowered or "basket" in lowered):
@@ -707,7 +731,9 @@ def search(turn: Turn) -> Move | None:
     box = search_box(turn)
     if box is None:
         return None
-    query = " ".join(sorted(words(turn.request.task)))
+    # What a person types: the thing itself, in the task's own words and order.
+    things = [w for w in re.findall(r"[\w-]+", turn.request.task) if words(w) & wanted(turn)]
+    query = " ".join(things[:SEARCH_WORDS])
     reason = "Nothing here matches what I want, so I search for it."
     return ("type", {"ref": box.ref, "text": query, "submit": True}), reason
 
