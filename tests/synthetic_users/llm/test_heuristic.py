@@ -9,6 +9,7 @@ rendered text of each earlier observation with the call made on it.
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -607,3 +608,12 @@ def test_random_choices_do_not_depend_on_the_site_s_port() -> None:
         a = decide(request(here, persona=low, turn=turn, prior=reacted_to_banner()), 4)
         b = decide(request(moved, persona=low, turn=turn, prior=reacted_to_banner()), 4)
         assert a == b
+
+
+def test_names_with_quotes_and_brackets_survive_both_text_forms() -> None:
+    odd = 'It\'s "odd" [g9e9] (x)'
+    page = snapshot("/odd", "Odd", [{"ref": "g1e5", "role": "button", "name": odd, "depth": 1}])
+    assert read_text(render_snapshot(page)).elements[0].name == odd
+    compact = f"# Odd — {ORIGIN}/odd (snapshot g1s1)\nbutton {json.dumps(odd)} [g1e5]"
+    assert read_text(compact).elements[0].name == odd
+    assert read_text('button "broken \\u12" [g1e5]').elements[0].ref == "g1e5"

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from synthetic_users._llm._base import PersonaProfile, TurnRequest
+    from understudy_connector.generated.models import SnapshotResult
 
 LABEL = "heuristic-persona v1 (offline, seeded; not a language model)"
 
@@ -227,14 +228,13 @@ class _PageBuilder:
         )
 
 
-def read_snapshot(url: str, title: str, snapshot: Any, text: str) -> Page:
+def read_snapshot(url: str, title: str, snapshot: SnapshotResult, text: str) -> Page:
     """The page from a snapshot's nodes when it has them, otherwise from its text."""
-    nodes = getattr(snapshot, "nodes", None) or []
-    if not nodes:
+    if not snapshot.nodes:
         return read_text(text, url, title)
     page = _PageBuilder(url, title)
-    for n in nodes:
-        detail = str((n.attributes or {}).get("src", "")) if n.attributes else ""
+    for n in snapshot.nodes:
+        detail = str((n.attributes or {}).get("src", ""))
         page.node(n.depth, n.role, n.name, n.ref, n.value or "", detail)
     return page.build()
 
@@ -262,6 +262,56 @@ def _header(line: str) -> tuple[str, str]:
     return url, title
 
 
+def _unquote(literal: str | None, *, python: bool = False) -> str:
+    """A quoted name or value as written (JSON in compact text, Python `repr` when rendered)."""
+    if not literal:
+        return ""
+    try:
+        return str(ast.literal_eval(literal) if python else json.loads(literal))
+    except (ValueError, SyntaxError):  # json.JSONDecodeError is a ValueError
+        return literal[1:-1]  # a page's odd text must not stop the persona
+
+
+def _read_rendered(page: _PageBuilder, line: re.Match[str]) -> None:
+    """One line of the connector's rendering: `  - textbox 'Email' [ref=g1e2, value='x']`."""
+    details = line.group("d") or ""
+    ref = re.search(r"ref=([\w-]+)", details)
+    held = re.search(r"value=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", details)
+    page.node(
+        len(line.group("indent")) // 2,
+        line.group("role"),
+        _unquote(line.group("name"), python=True),
+        ref.group(1) if ref else None,
+        _unquote(held.group(1) if held else None, python=True),
+        "",
+    )
+
+
+def _read_compact(page: _PageBuilder, line: str) -> None:
+    """One line of the compact form: a control, a heading, a container or text with links."""
+    depth = len(line) - len(line.lstrip(" "))
+    body = line.strip()
+    control = COMPACT_CONTROL.match(body)
+    if control and control.group("role") in ACTIONABLE_ROLES:
+        src = re.search(r"\bsrc=(\S+)", control.group("rest"))
+        page.node(
+            depth,
+            control.group("role"),
+            _unquote(control.group("name")),
+            control.group("ref"),
+            _unquote(control.group("value")),
+            src.group(1) if src else "",
+        )
+    elif heading := re.match(r"^h\d\s+(.*)$", body):
+        page.node(depth, "heading", heading.group(1), None, "", "")
+    elif container := CONTAINER_LINE.match(body):
+        page.node(depth, container.group(1), _unquote(container.group(2)), None, "", "")
+    else:
+        for name, ref in LINK.findall(body):
+            page.node(depth, "link", name, ref, "", "")
+        page.text(depth, LINK.sub(lambda m: m.group(1), body))
+
+
 def read_text(text: str, url: str = "", title: str = "") -> Page:
     """The page from a compact snapshot text or the connector's indented rendering."""
     lines = text.splitlines()
@@ -272,43 +322,9 @@ def read_text(text: str, url: str = "", title: str = "") -> Page:
     for line in lines:
         rendered = RENDERED_NODE.match(line)
         if rendered:
-            details = rendered.group("d") or ""
-            ref = re.search(r"ref=([\w-]+)", details)
-            held = re.search(r"value=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", details)
-            page.node(
-                len(rendered.group("indent")) // 2,
-                rendered.group("role"),
-                str(ast.literal_eval(rendered.group("name"))),
-                ref.group(1) if ref else None,
-                str(ast.literal_eval(held.group(1))) if held else "",
-                "",
-            )
-            continue
-        depth = len(line) - len(line.lstrip(" "))
-        body = line.strip()
-        control = COMPACT_CONTROL.match(body)
-        heading = re.match(r"^h\d\s+(.*)$", body)
-        if control and control.group("role") in ACTIONABLE_ROLES:
-            name = json.loads(control.group("name")) if control.group("name") else ""
-            value = json.loads(control.group("value")) if control.group("value") else ""
-            src = re.search(r"\bsrc=(\S+)", control.group("rest"))
-            page.node(
-                depth,
-                control.group("role"),
-                name,
-                control.group("ref"),
-                value,
-                src.group(1) if src else "",
-            )
-        elif heading:
-            page.node(depth, "heading", heading.group(1), None, "", "")
-        elif container := CONTAINER_LINE.match(body):
-            name = json.loads(container.group(2)) if container.group(2) else ""
-            page.node(depth, container.group(1), name, None, "", "")
+            _read_rendered(page, rendered)
         else:
-            for name, ref in LINK.findall(body):
-                page.node(depth, "link", name, ref, "", "")
-            page.text(depth, LINK.sub(lambda m: m.group(1), body))
+            _read_compact(page, line)
     return page.build()
 
 
