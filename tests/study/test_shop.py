@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from study import shop as shop_module
-from study.shop import CONFUSING_ERROR, DEAD_LINK_PATH, FLAWS, DemoShop
+from study.shop import CONFUSING_ERROR, DEAD_LINK_PATH, FLAW_CLUES, FLAWS, DemoShop, flaws_in
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -184,3 +184,22 @@ def test_payment_before_shipping_and_unknown_orders_are_not_shown(shop: DemoShop
         assert client.get("/checkout/payment").url.path == "/checkout"
         order = buy_jacket(client).url.path
         assert other.get(order).status_code == 404, "an order is only shown to its own browser"
+
+
+@pytest.mark.parametrize(
+    ("note", "flaw"),
+    [
+        ("Unlabeled field (Postcode): A box next to 'Postcode' has no label.", "unlabeled-field"),
+        ("Slow step (Continue to payment): I waited 2.7 s for the page.", "slow-step"),
+        ("The page says 'Error E-4012: request could not be processed.'", "confusing-error"),
+        ("Error page (/help/shipping-returns): I got '404 Not Found'.", "dead-link"),
+        ("Image without alt text (banner.svg): it has no description.", "missing-alt"),
+    ],
+)
+def test_a_reaction_s_note_is_matched_to_the_flaw_it_describes(note: str, flaw: str) -> None:
+    assert flaws_in(note) == {flaw}
+
+
+def test_every_flaw_has_clues_and_a_happy_note_matches_none() -> None:
+    assert set(FLAW_CLUES) == set(FLAWS)
+    assert flaws_in("Reached 'Order confirmed': the task looks done.") == set()

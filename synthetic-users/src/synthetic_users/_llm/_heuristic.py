@@ -11,7 +11,8 @@ persona's digital literacy and patience might, and picks one action per turn:
 4. `click` the submit button of a form it has filled;
 5. `click` the link or button that best matches the task's and the persona's goals' words (with a
    seeded chance of a random one: more for lower literacy), or `type` the task into a search box;
-6. `navigate` back (or to the target) when nothing on the page moves it forward.
+6. `navigate` back (or to the target) on an error page or when nothing on the page moves it
+   forward.
 
 It is stateless: everything it knows comes from the `TurnRequest` (the observation, this
 generation's history and the prior reactions), and its random choices come from a generator
