@@ -449,16 +449,33 @@ def test_a_page_that_goes_nowhere_is_a_dead_end_then_it_goes_back() -> None:
     assert back.name == "navigate" and back.arguments["url"] == f"{ORIGIN}/product/rain-jacket"
 
 
-def test_clicking_without_getting_anywhere_is_a_dead_end_after_a_few_tries() -> None:
-    persona = replace(PERSONA, patience="low")
-    req = request(product(), persona=persona)
-    kinds = []
-    for _ in range(4):
+def moves_until_dead_end(persona: PersonaProfile) -> int:
+    """How many clicks that change nothing the persona makes before it calls it a dead end."""
+    colours = ("red", "blue", "green", "black", "grey", "navy", "olive", "sand", "plum", "teal")
+    links = [
+        {"ref": f"g1e{20 + n}", "role": "link", "name": f"Rain jacket, {c}", "depth": 2}
+        for n, c in enumerate(colours)
+    ]
+    page = snapshot("/jackets", "Jackets", [heading("Jackets"), *links])
+    req = request(page, persona=persona)
+    for clicks in range(10):
         decision = decide(req)
-        kinds.append(decision.call.name)
-        req = after(req, decision, product())  # the click changes nothing
-    assert kinds[:2] == ["click", "click"]
-    assert kinds[2] == "react" and "Dead end" in str(req.history[2].call.arguments["note"])
+        if reacts(decision, "dead-end"):
+            return clicks
+        assert decision.call.name == "click"
+        req = after(req, decision, page)  # the link goes nowhere: the same page again
+    raise AssertionError("never felt stuck")
+
+
+@pytest.mark.parametrize(
+    ("patience", "literacy", "clicks"),
+    [("low", "medium", 3), ("medium", "medium", 4), ("high", "high", 6), ("low", "low", 2)],
+)
+def test_clicking_without_getting_anywhere_is_a_dead_end_sooner_with_less_patience(
+    patience: str, literacy: str, clicks: int
+) -> None:
+    persona = replace(PERSONA, patience=patience, digital_literacy=literacy)
+    assert moves_until_dead_end(persona) == clicks
 
 
 def test_gives_up_after_enough_bad_experiences() -> None:

@@ -48,7 +48,7 @@ LABEL = "heuristic-persona v1 (offline, seeded; not a language model)"
 # How long a step may take, from the action until the page settled, before it feels slow.
 SLOW_STEP_MS = {"low": 1_000.0, "medium": 2_000.0, "high": 4_000.0}  # by patience
 # Moves (clicks, navigations) on one URL that change nothing before the persona feels stuck.
-STUCK_MOVES = {"low": 2, "medium": 3, "high": 5}  # by patience
+STUCK_MOVES = {"low": 3, "medium": 4, "high": 6}  # by patience; one fewer for low literacy
 # Negative reactions after which the persona gives up on the task.
 GIVE_UP_AFTER_NEGATIVE = {"low": 5, "medium": 7, "high": 9}  # by patience
 # Chance of clicking something at random instead of the best match, per navigation turn.
@@ -624,7 +624,7 @@ def stuck(turn: Turn) -> bool:
         if url != turn.page.url:
             break
         moves += move in ("click", "navigate", "press_key", "scroll")
-    limit: int = turn.level(STUCK_MOVES, turn.persona.patience)
+    limit: int = turn.level(STUCK_MOVES, turn.persona.patience) - turn.low_literacy
     return moves >= limit
 
 
