@@ -1,6 +1,6 @@
 """Signing in to the dashboard: server-side sessions, their cookie, and CSRF checks.
 
-Signing in with an API key creates a row in `dashboard_sessions` (migration 2). The cookie holds
+Signing in with an API key creates a row in `dashboard_sessions` (its own migration). The cookie holds
 a random session id only; the table holds its SHA-256 digest, the customer, the digest of the
 API key used (revoking that key ends the session) and the session's CSRF token. The key itself
 is never stored, never put in a cookie and never echoed into a page.

@@ -100,6 +100,14 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
     ),
     (
         2,
+        "reactions name their kind and the element they are about",
+        """
+        ALTER TABLE reactions ADD COLUMN kind TEXT;
+        ALTER TABLE reactions ADD COLUMN element TEXT;
+        """,
+    ),
+    (
+        3,
         "dashboard sign-ins (the dashboard's server-side sessions)",
         """
         -- One row per signed-in browser. The cookie carries a random id; only its SHA-256 digest
