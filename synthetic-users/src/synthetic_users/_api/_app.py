@@ -81,7 +81,7 @@ def create_app(
         await state.services.stop()
 
     # Imported here, not at the top: the dashboard's modules import the API's.
-    from synthetic_users._dashboard import dashboard_router  # noqa: PLC0415
+    from synthetic_users._dashboard import dashboard_router
 
     app = Litestar(
         # The dashboard (issue 18): its own router, pages under /dashboard.

@@ -133,9 +133,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
     return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
 
 
-def submit_run(
-    state: ApiState, who: str, data: Any, key: str | None
-) -> tuple[RunRecord, bool]:
+def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[RunRecord, bool]:
     """Validate a `RunRequest` document, write the run and tell the services; `POST /runs`.
 
     The dashboard's form calls this too, so both refuse the same requests with the same

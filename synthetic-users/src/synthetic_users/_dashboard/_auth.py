@@ -1,9 +1,9 @@
 """Signing in to the dashboard: server-side sessions, their cookie, and CSRF checks.
 
-Signing in with an API key creates a row in `dashboard_sessions` (its own migration). The cookie holds
-a random session id only; the table holds its SHA-256 digest, the customer, the digest of the
-API key used (revoking that key ends the session) and the session's CSRF token. The key itself
-is never stored, never put in a cookie and never echoed into a page.
+Signing in with an API key creates a row in `dashboard_sessions` (its own migration). The
+cookie holds a random session id only; the table holds its SHA-256 digest, the customer, the
+digest of the API key used (revoking that key ends the session) and the session's CSRF token.
+The key itself is never stored, never put in a cookie and never echoed into a page.
 
 Every POST is checked before anything else, signed in or not (`check_post`): a browser's
 `Origin` (or `Sec-Fetch-Site`) must say the form came from this origin, and the form must carry

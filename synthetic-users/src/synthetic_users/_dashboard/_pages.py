@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
 
 from litestar import Request, Response, get, post
+from litestar.params import FromPath
 from litestar.response import Redirect
 
 from synthetic_users._api._parse import run_request, validate
@@ -216,9 +217,7 @@ async def sign_in(request: Req) -> Response[Any]:
     key = _first(form, "api_key").strip()
     created = SignIns(_api(request).store).create(key) if key else None
     if created is None:
-        message = (
-            "enter your API key" if not key else "this API key is unknown or has been revoked"
-        )
+        message = "enter your API key" if not key else "this API key is unknown or has been revoked"
         return _sign_in_page(request, next_path, message, 400)
     session_id, _who = created
     response = _see_other(next_path)
@@ -339,7 +338,7 @@ def _field_errors(form: RunForm, exc: ProblemError, errors: FormErrors) -> None:
 
 
 @get("/runs/{run_id:str}", include_in_schema=False)
-async def run_page(request: Req, run_id: str) -> Response[Any]:
+async def run_page(request: Req, run_id: FromPath[str]) -> Response[Any]:
     who = signed_in(request)
     state = _api(request)
     live = run_live(state, _run(state, who, run_id))
@@ -347,7 +346,7 @@ async def run_page(request: Req, run_id: str) -> Response[Any]:
 
 
 @get("/runs/{run_id:str}/live", include_in_schema=False)
-async def run_live_fragment(request: Req, run_id: str) -> Response[Any]:
+async def run_live_fragment(request: Req, run_id: FromPath[str]) -> Response[Any]:
     """The live section alone, for the page's script to swap in (polling)."""
     who = signed_in(request)
     state = _api(request)
@@ -365,7 +364,7 @@ def _links() -> dict[str, Any]:
 
 
 @post("/runs/{run_id:str}/cancel", include_in_schema=False)
-async def cancel_run(request: Req, run_id: str) -> Response[Any]:
+async def cancel_run(request: Req, run_id: FromPath[str]) -> Response[Any]:
     who, _form_data = await posted(request)
     state = _api(request)
     run = _run(state, who, run_id)
@@ -389,7 +388,7 @@ def _frame(who: SignIn, title_suffix: str, src: Any, href: Any = None) -> Report
 
 
 @get("/runs/{run_id:str}/report", include_in_schema=False)
-async def aggregate_report(request: Req, run_id: str) -> Response[Any]:
+async def aggregate_report(request: Req, run_id: FromPath[str]) -> Response[Any]:
     who = signed_in(request)
     state = _api(request)
     run = _run(state, who, run_id)
@@ -417,14 +416,14 @@ async def aggregate_report(request: Req, run_id: str) -> Response[Any]:
     def href(session_id: str) -> str:
         return session_href(run.run_id, session_id)
 
-    html = render_aggregate_html(
-        report, sessions, frame=_frame(who, "Aggregate report", src, href)
-    )
+    html = render_aggregate_html(report, sessions, frame=_frame(who, "Aggregate report", src, href))
     return html_response(html)
 
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}", include_in_schema=False)
-async def session_report(request: Req, run_id: str, session_id: str) -> Response[Any]:
+async def session_report(
+    request: Req, run_id: FromPath[str], session_id: FromPath[str]
+) -> Response[Any]:
     who = signed_in(request)
     state = _api(request)
     run = _run(state, who, run_id)
@@ -451,7 +450,9 @@ async def session_report(request: Req, run_id: str, session_id: str) -> Response
 
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}/screenshots/{name:str}", include_in_schema=False)
-async def screenshot(request: Req, run_id: str, session_id: str, name: str) -> Response[Any]:
+async def screenshot(
+    request: Req, run_id: FromPath[str], session_id: FromPath[str], name: FromPath[str]
+) -> Response[Any]:
     who = signed_in(request)
     state = _api(request)
     run = _run(state, who, run_id)
@@ -518,7 +519,7 @@ async def create_persona(request: Req) -> Response[Any]:
 
 
 @post("/personas/{persona_id:str}/delete", include_in_schema=False)
-async def delete_persona(request: Req, persona_id: str) -> Response[Any]:
+async def delete_persona(request: Req, persona_id: FromPath[str]) -> Response[Any]:
     who, _data = await posted(request)
     try:
         if not _PERSONA_ID.fullmatch(persona_id):
@@ -535,7 +536,7 @@ async def delete_persona(request: Req, persona_id: str) -> Response[Any]:
 
 
 @get("/static/{name:str}", include_in_schema=False)
-async def static(name: str) -> Response[Any]:
+async def static(name: FromPath[str]) -> Response[Any]:
     data = static_file(name)
     suffix = "." + name.rsplit(".", 1)[-1] if "." in name else ""
     if data is None or suffix not in STATIC_TYPES:
