@@ -381,7 +381,11 @@ def _frame(who: SignIn, title_suffix: str, src: Any, href: Any = None) -> Report
     return ReportFrame(
         environment=environment(),
         template=FRAME,
-        context={**frame_context(who, "runs"), "title_suffix": title_suffix},
+        # `frame` is the report's to set (from `template`); the rest is what the layout needs.
+        context={
+            **{k: v for k, v in frame_context(who, "runs").items() if k != "frame"},
+            "title_suffix": title_suffix,
+        },
         src=src,
         href=href,
     )
