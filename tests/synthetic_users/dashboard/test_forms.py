@@ -44,7 +44,7 @@ def test_each_error_of_a_run_form_sits_beside_its_field(signed_in: Signed, dash:
     assert "inline-0-name" not in errors
     # What was typed is kept, and the summary links each error to its control.
     assert 'value="ftp://shop.example/"' in page.text
-    assert '<a href="#inline-0-locale">' in page.text
+    assert '<a href="#inline-0-locale">Persona 1, Locale: must be a BCP 47' in page.text
     assert page.text.count('aria-invalid="true"') == len(errors)
     assert _runs(dash) == 0
 

@@ -43,6 +43,20 @@ PERSONA_DEFAULTS: Final[dict[str, str]] = {
 }
 MIN_INLINE: Final = 1
 MAX_INLINE: Final = 10
+LABELS: Final = {
+    "target_url": "Target URL",
+    "task": "Task",
+    "turn_budget": "Turn budget",
+    "personas": "Personas",
+    "saved": "Saved personas",
+    "name": "Name",
+    "background": "Background",
+    "goals": "Goals",
+    "digital_literacy": "Digital literacy",
+    "patience": "Patience",
+    "device": "Device",
+    "locale": "Locale",
+}
 _INLINE: Final = re.compile(r"inline-(\d{1,2})-([a-z_]+)")
 _POINTER: Final = re.compile(r"/personas/(\d+)(?:/([a-z_]+))?.*")
 
@@ -63,6 +77,14 @@ class FormErrors:
 
     def __bool__(self) -> bool:
         return bool(self.fields or self.general)
+
+
+def field_label(name: str) -> str:
+    """What the error summary calls a control: its label (`Persona 2, Locale` when inline)."""
+    match = _INLINE.fullmatch(name)
+    if match:
+        return f"Persona {int(match[1]) + 1}, {LABELS.get(match[2], match[2])}"
+    return LABELS.get(name, name)
 
 
 def persona_document(values: Mapping[str, str]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 import jinja2
 from litestar import Response
 
+from synthetic_users._dashboard._forms import field_label
 from synthetic_users._reports import report_environment
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def environment() -> jinja2.Environment:
     )
     env = base.overlay(loader=loader)
     # An overlay shares its base's filter dict: give it its own, or the reports would change.
-    env.filters = {**base.filters, "when": when, "iso": iso}
+    env.filters = {**base.filters, "when": when, "iso": iso, "field_label": field_label}
     return env
 
 
