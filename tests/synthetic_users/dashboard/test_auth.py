@@ -127,7 +127,13 @@ def test_a_post_from_another_origin_is_refused_even_with_the_token(
     signed_in: tuple[TestClient[Litestar], str], dash: Dashboard
 ) -> None:
     client, token = signed_in
-    for headers in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+    for headers in (
+        {"Origin": "https://evil.example"},
+        {"Origin": "http://127.0.0.1:9999"},  # same site, another origin (another port)
+        {"Origin": "null"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Sec-Fetch-Site": "same-site"},
+    ):
         page = client.post(
             "/dashboard/personas", data={"name": "Eve", "csrf_token": token}, headers=headers
         )
@@ -176,3 +182,24 @@ def test_pages_forbid_framing_and_foreign_scripts(
     assert "script-src 'self'" in csp
     assert "form-action 'self'" in csp
     assert page.headers["cache-control"] == "no-store"
+
+
+def test_the_dashboard_root_and_its_static_files(dash: Dashboard) -> None:
+    with dash.client() as client:
+        assert client.get("/dashboard", follow_redirects=False).headers["location"] == (
+            "/dashboard/sign-in?next=/dashboard"
+        )
+        css = client.get("/dashboard/static/dashboard.css")
+        assert css.headers["content-type"].startswith("text/css")
+        assert ".skip-link" in css.text and "--ink" in css.text  # the reports' palette too
+        assert (
+            client.get("/dashboard/static/live.js")
+            .headers["content-type"]
+            .startswith("text/javascript")
+        )
+        for name in ("nope.css", "..%2f_auth.py", "_pages.py"):
+            assert client.get(f"/dashboard/static/{name}").status_code == 404, name
+        sign_in(client, dash.key)
+        assert client.get("/dashboard", follow_redirects=False).headers["location"] == (
+            "/dashboard/runs"
+        )

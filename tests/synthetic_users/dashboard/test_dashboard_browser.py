@@ -88,6 +88,22 @@ def axe_violations(page: Page) -> list[dict[str, Any]]:
     ]
 
 
+def tab_order(page: Page, until: str, limit: int = 80) -> list[str]:
+    """What Tab focuses, from the top of the page, until the control named `until`."""
+    page.evaluate("() => { document.activeElement && document.activeElement.blur(); }")
+    seen: list[str] = []
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        name: str = page.evaluate(
+            "() => { const e = document.activeElement;"
+            " return e.id || (e.textContent || '').trim(); }"
+        )
+        seen.append(name)
+        if name == until:
+            return seen
+    raise AssertionError(f"Tab never reached {until!r}: {seen}")
+
+
 def check_page(page: Page, shots: Path, name: str, problems: dict[str, Any]) -> None:
     """Screenshot the page at both widths and run axe at each."""
     for size in WIDTHS.values():
@@ -140,6 +156,13 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     # Start a run: first with the task forgotten, then as meant.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Start a run").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Start a run")
+    # Every control is reachable by Tab, in reading order, before the button that sends them.
+    fields = ["target_url", "task", "turn_budget"]
+    fields += [f"inline-0-{n}" for n in ("name", "background", "goals", "digital_literacy")]
+    fields += [f"inline-0-{n}" for n in ("patience", "device", "locale")]
+    order = tab_order(page, "Start the run")
+    assert order[0] == "Skip to main content"
+    assert [name for name in order if name in fields] == fields
     page.get_by_label("Target URL").fill(stack.shop.url("/"))
     page.get_by_label("Turn budget").fill(str(TURN_BUDGET))
     page.get_by_label("Name").fill(PERSONA)

@@ -19,6 +19,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
 from synthetic_users._store import key_digest
 
@@ -181,8 +182,10 @@ def check_origin(request: Request[Any, Any, Any]) -> None:
         raise CsrfRefused("the form was sent from another site")
     origin = request.headers.get("origin")
     if origin is not None:
-        own = f"{request.url.scheme}://{request.url.netloc}"
-        if origin != own:
+        # Host and port, not the scheme: behind a TLS-terminating proxy the service sees
+        # http while the browser says https, and that is still this dashboard.
+        sent = urlsplit(origin)
+        if origin == "null" or sent.netloc.lower() != request.url.netloc.lower():
             raise CsrfRefused("the form was sent from another site")
 
 

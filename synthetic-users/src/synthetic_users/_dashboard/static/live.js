@@ -7,6 +7,7 @@
   if (!box) { return; }
   var url = box.getAttribute("data-live-url");
   var every = parseInt(box.getAttribute("data-poll-ms"), 10) || 2000;
+  var last = null;
   function done() {
     var section = box.querySelector("section[data-done]");
     return section !== null && section.getAttribute("data-done") === "true";
@@ -18,7 +19,10 @@
         if (!response.ok) { throw new Error("HTTP " + response.status); }
         return response.text();
       })
-      .then(function (html) { box.innerHTML = html; })
+      .then(function (html) {
+        // Swap only what changed, so a reader's focus and place survive the quiet polls.
+        if (html !== last) { last = html; box.innerHTML = html; }
+      })
       .catch(function () { /* a missed poll is retried on the next tick */ })
       .then(function () { if (!done()) { window.setTimeout(poll, every); } });
   }
