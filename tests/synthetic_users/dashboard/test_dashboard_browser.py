@@ -74,6 +74,8 @@ def shots(tmp_path: Path) -> Path:
 
 def axe_violations(page: Page) -> list[dict[str, Any]]:
     """axe-core's WCAG 2.x A/AA violations of the page as it is now."""
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: scripts/bootstrap installs it (pnpm workspace package)")
     # Evaluated over the DevTools protocol, which the page's CSP (script-src 'self') allows.
     page.evaluate(AXE.read_text())
     result: dict[str, Any] = page.evaluate(
