@@ -172,6 +172,9 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     page.get_by_label("Locale").fill("en-GB")
     page.get_by_role("button", name="Start the run").click()
     expect(page.locator("#task-error")).to_contain_text("at least 1 character")
+    expect(page.locator("#error-summary")).to_be_focused()  # read first, links to each field
+    page.get_by_role("link", name=re.compile("^Task: ")).click()
+    expect(page.get_by_label("Task")).to_be_focused()
     expect(page.get_by_role("alert")).to_contain_text("Task: String should have at least 1")
     expect(page.get_by_label("Name")).to_have_value(PERSONA)  # what was typed is kept
     check_page(page, shots, "start-a-run-with-error", problems)
