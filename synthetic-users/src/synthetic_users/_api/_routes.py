@@ -128,7 +128,20 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     key = idempotency_key(request)
-    data = await json_body(request)
+    run, created = submit_run(state, who, await json_body(request), key)
+    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
+    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+
+
+def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[RunRecord, bool]:
+    """Validate a `RunRequest` document, write the run and tell the services; `POST /runs`.
+
+    The dashboard's form calls this too, so both refuse the same requests with the same
+    field errors. Returns the run and whether it was created now (False: an idempotent replay).
+
+    Raises:
+        ProblemError: `400 validation_failed` (JSON pointers into `data`), `409` on a reused key.
+    """
     req = run_request(data)
     personas: list[dict[str, Any]] = []
     missing: list[dict[str, str]] = []
@@ -167,8 +180,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
         ) from None
     if created:
         state.services.run_created(run)
-    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
-    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+    return run, created
 
 
 @get("/runs")
