@@ -157,6 +157,7 @@ class StudyStack:
     root: Path
     slow_step_s: float = 2.5
     max_browsers: int = 3
+    extra_env: dict[str, str] = field(default_factory=dict)  # more Synthetic Users settings
     shop: DemoShop | None = None
     understudy: Service | None = None
     synthetic_users: Service | None = None
@@ -209,6 +210,7 @@ class StudyStack:
             "FLEET_MAX_BROWSERS": str(self.max_browsers),
             # The demo shop is on 127.0.0.1: loopback targets are for local development only.
             "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS": "1",
+            **self.extra_env,
         }
 
     def _start_synthetic_users(self) -> None:
@@ -232,6 +234,16 @@ class StudyStack:
         """Start the Synthetic Users service again on the same data (after `kill`)."""
         started(self.synthetic_users, "Synthetic Users").start()
 
+    def browser_pids(self) -> dict[str, int]:
+        """Device id -> pid of the Chromium the fleet runs for it (its process group leader)."""
+        profiles = str(self.root / "synthetic-users" / "fleet" / "profiles")
+        found: dict[str, int] = {}
+        for argv, pid in _processes():
+            for arg in argv:
+                if arg.startswith(f"--user-data-dir={profiles}/") and _leader(pid):
+                    found[arg.rsplit("/", 1)[-1]] = pid
+        return found
+
     def client(self) -> httpx.Client:
         return httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {self.api_key}"}, timeout=30
@@ -246,14 +258,29 @@ class StudyStack:
             self.shop.stop()
 
 
+def _processes() -> list[tuple[list[str], int]]:
+    """(argv, pid) of every process this user can see."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            with contextlib.suppress(OSError):
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+                found.append(([a.decode(errors="replace") for a in argv], int(proc.name)))
+    return found
+
+
 def _kill_browsers(root: Path) -> None:
     """Chromium processes whose profile lives under `root` (a killed service leaves them)."""
     marker = f"--user-data-dir={root}"
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-            if any(a.decode(errors="replace").startswith(marker) for a in argv):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(int(proc.name), signal.SIGKILL)
+    for argv, pid in _processes():
+        if any(a.startswith(marker) for a in argv):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _leader(pid: int) -> bool:
+    """Whether `pid` leads its process group (the browser, not one of its helpers)."""
+    try:
+        return os.getpgid(pid) == pid
+    except ProcessLookupError:
+        return False

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from synthetic_users._llm._base import TurnRequest
+    from understudy_connector.generated.models import SnapshotResult
 
 SITE = "http://127.0.0.1:9"
 HOME = snapshot(f"{SITE}/", "Shop", [{"ref": "g1e1", "role": "link", "name": "Cart"}])
@@ -35,6 +36,7 @@ class FakeFleet:
     leased: list[Profile] = field(default_factory=list)
     released: list[tuple[str, bool]] = field(default_factory=list)
     launches: int = 0
+    crash_on_launch: set[int] = field(default_factory=set)  # these launches' browsers die
 
     async def start(self) -> None:
         return None
@@ -55,10 +57,18 @@ class FakeFleet:
         self.released.append((profile.device_id, broken))
 
     def alive(self, profile: Profile) -> bool:
-        return True
+        return profile.generation not in self.crash_on_launch
 
     async def close(self) -> None:
         return None
+
+
+class HangingSession(FakeSession):
+    """Understudy keeps retrying a session whose browser is gone: nothing ever answers."""
+
+    async def snapshot(self, **kwargs: object) -> SnapshotResult:
+        await asyncio.sleep(3600)
+        raise AssertionError("never answers")  # pragma: no cover
 
 
 @dataclass
@@ -68,6 +78,7 @@ class FakeUnderstudy:
     opened: list[dict[str, Any]] = field(default_factory=list)
     sessions: list[FakeSession] = field(default_factory=list)
     lose_on_click: set[int] = field(default_factory=set)
+    hang: set[int] = field(default_factory=set)  # these sessions never answer a snapshot
 
     deleted: list[str] = field(default_factory=list)
 
@@ -77,7 +88,7 @@ class FakeUnderstudy:
     def session(self, **kwargs: Any) -> FakeSession:
         self.opened.append(kwargs)
         n = len(self.opened)
-        fake = FakeSession({f"{SITE}/": HOME})
+        fake = (HangingSession if n in self.hang else FakeSession)({f"{SITE}/": HOME})
         if n in self.lose_on_click:
             fake.fail["click"] = problem(SessionTerminal, 410, "session_terminal")
         self.sessions.append(fake)
@@ -164,7 +175,8 @@ async def test_each_persona_runs_in_parallel_on_its_own_profile_and_the_run_comp
     # Two profiles, two devices, each session pinned to its own; origin = the target's.
     assert {o["device_id"] for o in h.understudy.opened} == {"dev-1", "dev-2"}
     assert all(o["allowed_origins"] == [SITE] for o in h.understudy.opened)
-    assert all(s.closed for s in h.understudy.sessions)
+    # Closed and waited for before the browser is wiped, so the device's capacity is free.
+    assert all(s.closed and s.closed_waiting for s in h.understudy.sessions)
     assert sorted(h.published.sessions) == sorted(s.session_id for s in sessions)
     assert h.published.runs == [run_id]
 
@@ -191,6 +203,22 @@ async def test_a_lost_browser_starts_a_new_generation_that_keeps_reactions_not_m
     assert last.turn == 2  # the turn count goes on across generations
     turns = h.store.turns(session.session_id)
     assert [(t["turn"], t["generation"]) for t in turns] == [(1, 1), (2, 2)]
+
+
+async def test_a_browser_process_that_dies_ends_its_generation_without_waiting_for_understudy(
+    tmp_path: Path,
+) -> None:
+    h = harness(tmp_path, {"Ada": [call("finish", success=True, summary="done")]})
+
+    h.understudy.hang = {1}
+    h.fleet.crash_on_launch = {1}
+    run_id = h.create(["Ada"])
+    await run_to_end(h, run_id)
+    (session,) = h.store.sessions(run_id)
+    assert session.status is SessionState.COMPLETED and session.generation == 2
+    assert h.fleet.released[0] == ("dev-1", True)
+    assert h.understudy.sessions[0].closed
+    assert h.understudy.sessions[0].closed_waiting is False  # a dead browser confirms nothing
 
 
 async def test_after_the_last_allowed_generation_the_session_fails_and_the_run_completes(

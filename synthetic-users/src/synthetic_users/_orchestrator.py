@@ -24,6 +24,7 @@ from uuid import UUID
 
 from synthetic_users._fleet._base import FleetError
 from synthetic_users._llm._base import PersonaProfile, PriorReaction
+from synthetic_users._llm._factory import close_model
 from synthetic_users._loop import (
     BrowserLost,
     Finish,
@@ -36,17 +37,19 @@ from synthetic_users._store import IllegalTransition, RunState, SessionState
 from understudy_connector import UnderstudyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Coroutine
 
-    from synthetic_users._fleet._base import Fleet
+    from synthetic_users._fleet._base import Fleet, Profile
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._store import RunRecord, SessionRecord, Store
-    from understudy_connector import AsyncClient
+    from understudy_connector import AsyncClient, AsyncSession
 
 log = logging.getLogger("synthetic_users.orchestrator")
 
 ACQUIRE_TIMEOUT_S = 120.0
+CLOSE_WAIT_S = 10.0  # how long a session may take to close before its browser is wiped
+BROWSER_WATCH_S = 0.25  # how often a generation checks that its browser process still runs
 
 
 class Publisher(Protocol):
@@ -173,6 +176,7 @@ class Orchestrator:
     async def _persona(self, run: RunRecord, row: SessionRecord) -> None:
         session_id = row.session_id
         status, reason, label = SessionState.FAILED, "", run.model
+        model: Model | None = None
         try:
             model = self._model_for(run, row)
             label = model.label
@@ -210,7 +214,47 @@ class Orchestrator:
                 cancelled = "the run was cancelled"
                 self._end_session(run.run_id, session_id, SessionState.CANCELLED, cancelled, label)
             raise
+        finally:
+            if model is not None:
+                with contextlib.suppress(Exception):
+                    await close_model(model)  # the SDK adapters' HTTP connections
         self._end_session(run.run_id, session_id, status, reason, label)
+
+    async def _watched(self, work: Coroutine[Any, Any, Finish], profile: Profile) -> Finish:
+        """Run a generation's loop, and end it the moment its browser process dies.
+
+        Without this the loop would learn of a crash only from Understudy, after the command in
+        flight times out and the connector's retries for an unavailable session run out (about
+        a minute and a half, measured); the process is the first thing to know.
+        """
+        loop = asyncio.ensure_future(work)
+        watch = asyncio.ensure_future(self._until_dead(profile))
+        try:
+            await asyncio.wait({loop, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if loop.done():
+                return loop.result()
+            raise BrowserLost(f"the browser of {profile.device_id} exited")
+        finally:
+            for task in (loop, watch):
+                if not task.done():
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await task
+
+    async def _until_dead(self, profile: Profile) -> None:
+        # Polled: the fleet reports a process's exit only when asked (`Popen.poll`).
+        while self._fleet.alive(profile):  # noqa: ASYNC110
+            await asyncio.sleep(BROWSER_WATCH_S)
+
+    async def _close(self, session: AsyncSession, *, alive: bool) -> None:
+        """End the Understudy session before its browser is wiped.
+
+        With the browser still running, wait until the session is closed: a browser killed while
+        its session is `closing` never confirms the close, and Understudy keeps the device's
+        capacity held (measured: still `closing` a minute later).
+        """
+        with contextlib.suppress(Exception):
+            await session.close(wait=alive, wait_timeout=CLOSE_WAIT_S if alive else None)
 
     async def _forget(self, understudy_session_id: str | None) -> None:
         """Delete a lost generation's Understudy session (best effort: it may be gone)."""
@@ -261,13 +305,12 @@ class Orchestrator:
                     ],
                 )
                 loop = PersonaLoop(model, understudy_session, self._store, self._screenshots)
-                return await loop.run(gen)
+                return await self._watched(loop.run(gen), profile)
             except BrowserLost:
                 broken = True
                 raise
             finally:
-                with contextlib.suppress(Exception):
-                    await understudy_session.close()
+                await self._close(understudy_session, alive=self._fleet.alive(profile))
         finally:
             broken = broken or not self._fleet.alive(profile)
             await self._fleet.release(profile, broken=broken)

@@ -179,3 +179,14 @@ def test_the_ranking_does_not_depend_on_the_order_of_the_reports() -> None:
     forward = aggregate_of(reports)["issues"]
     backward = aggregate_of(list(reversed(reports)))["issues"]
     assert [i["kind"] for i in forward] == [i["kind"] for i in backward]
+
+
+def test_one_persona_s_dead_link_and_another_s_error_page_are_one_issue() -> None:
+    reports = [
+        session(1, "Margaret", dead_link(1)),
+        session(2, "Dev", [react(1, "angry", "Error page: nothing here.", path="/delivery")]),
+    ]
+    (issue,) = aggregate_of(reports)["issues"]
+    assert issue["kind"] == "dead_link"
+    assert issue["personas"] == ["Margaret", "Dev"]
+    assert issue["title"] == "A link leads to an error page (/delivery)"

@@ -268,3 +268,19 @@ def test_persona_names_are_escaped_everywhere(name: str) -> None:
         assert name not in html
         assert Page(html).all("b") == []
         assert name in Page(html).visible
+
+
+def test_the_timeline_says_what_each_action_was_given() -> None:
+    turns = [
+        turn(1, "navigate", url=SITE + "/shop"),
+        turn(2, "type", ref="g2e3", text="rain jacket", submit=True),
+        turn(3, "select_option", ref="g3e4", values=["Large"]),
+        turn(4, "finish", success=True, summary="Ordered."),
+    ]
+    source = transcript(turns)
+    report = synthesize_session(source, status="completed", generated_at=NOW)
+    text = Page(render_session_html(report, transcript=source)).visible
+    assert "Step 1: navigate https://shop.test/shop" in text
+    assert "Step 2: type 'rain jacket', then Enter" in text
+    assert "Step 3: select_option 'Large'" in text
+    assert "Step 4: finish task done: Ordered." in text

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from codegen._bundle import load_synthetic_users
 from synthetic_users._reports import synthesize_session
 from synthetic_users.generated.models import Report, Transcript
 from tests.synthetic_users.reports._build import (
@@ -185,7 +186,7 @@ def test_positive_and_neutral_reactions_are_not_friction() -> None:
 
 
 def test_a_kind_the_persona_stated_wins_over_the_words_and_the_sentiment() -> None:
-    # The `react` action's `kind` argument (proposed for the spec) labels the reaction itself.
+    # The `react` action's `kind` argument labels the reaction itself.
     source = transcript([react(1, "neutral", "The field next to Name is empty.", path="/form")])
     source["turns"][0]["action"]["arguments"]["kind"] = "unlabeled_control"
     report = synthesize_session(source, status="completed", generated_at=NOW)
@@ -207,18 +208,34 @@ def test_a_malformed_stated_kind_falls_back_to_the_words() -> None:
     assert kinds(report) == ["slow_load"]
 
 
-def test_a_slow_step_is_a_slow_load_of_the_page_it_brought_up() -> None:
+def test_a_slow_step_is_a_slow_load_of_the_page_where_it_was_taken() -> None:
     turns = [
         turn(1, "click", path="/basket", elapsed_ms=3400.0, result="clicked button 'Checkout'"),
         turn(2, "fill", path="/checkout"),
     ]
     (point,) = report_of(turns)["friction_points"]
     assert point["kind"] == "slow_load"
-    assert point["url"] == SITE + "/checkout"
+    assert point["url"] == SITE + "/basket"
     assert point["steps"] == [1]
-    assert point["title"] == "Slow to respond on /checkout"
+    assert point["title"] == "Slow to respond on /basket"
     assert "clicked button 'Checkout'" in point["detail"]
     assert "3.4 s" in point["detail"]
+
+
+def test_one_slow_step_is_one_point_wherever_it_ends() -> None:
+    # Submitting the shipping form is slow whether it goes on to payment or comes back with an
+    # error; the persona complains on the page it lands on.
+    pay = "clicked button 'Continue to payment'"
+    turns = [
+        turn(1, "click", path="/shipping", elapsed_ms=2600.0, result=pay),
+        react(2, "frustrated", "Slow step: I waited 2.6 s.", path="/shipping"),
+        turn(3, "click", path="/shipping", elapsed_ms=2500.0, result=pay),
+        react(4, "neutral", "Slow step: I waited 2.5 s.", path="/payment"),
+    ]
+    (point,) = report_of(turns)["friction_points"]
+    assert (point["kind"], point["url"]) == ("slow_load", SITE + "/shipping")
+    assert point["steps"] == [1, 2, 3, 4]
+    assert point["screenshots"] == ["step-002.png", "step-004.png"]
 
 
 def test_a_step_at_the_threshold_is_not_slow_and_a_slow_reaction_step_is_ignored() -> None:
@@ -360,3 +377,79 @@ def test_the_same_transcript_gives_the_same_report() -> None:
 def test_the_generated_transcript_model_reads_the_built_transcripts() -> None:
     # Guards the test data itself: what these tests feed in is what the loop's store emits.
     Transcript.model_validate(transcript([turn(1), react(2, "angry", "Why?")]))
+
+
+@pytest.mark.parametrize(
+    ("note", "kind"),
+    [
+        # Notes that name their problem first, as the heuristic persona writes them.
+        ("Slow step (/checkout): I waited 3.1 s for the page; it felt stuck.", "slow_load"),
+        ("Error page (/delivery): I followed a link and got '404'.", "error_page"),
+        ("Unlabeled field (Email): A box has no label, so I had to guess.", "unlabeled_control"),
+        ("Image without alt text (hero.jpg): a screen reader says nothing.", "missing_alt_text"),
+        (
+            "Validation message (/pay): The page told me 'Card number is invalid'.",
+            "validation_message",
+        ),
+        ("Confusing error (/pay): The page says 'E-17' but not what to fix.", "confusing_error"),
+        ("Dead end (/basket): Nothing here gets me closer to: buy a slow cooker", "dead_end"),
+        # Without a named problem, the cues decide.
+        ("I clicked the link and it went to a page that was not found.", "dead_link"),
+    ],
+)
+def test_a_problem_named_in_the_note_wins_over_later_words(note: str, kind: str) -> None:
+    report = report_of([react(1, "frustrated", note, path="/x")])
+    assert kinds(report) == [kind]
+
+
+def test_a_neutral_reaction_counts_only_when_it_names_a_known_problem() -> None:
+    turns = [
+        react(
+            1, "neutral", "The page told me 'Enter a valid postcode; it is required'.", path="/a"
+        ),
+        react(2, "neutral", "There are twelve kettles.", path="/b"),
+    ]
+    report = report_of(turns)
+    assert kinds(report) == ["validation_message"]
+    assert report["friction_points"][0]["steps"] == [1]
+
+
+def test_a_stated_kind_of_other_is_read_from_the_words() -> None:
+    turns = [react(1, "angry", "It is so slow.", path="/a", kind="other")]
+    turns[0]["reactions"][0]["kind"] = "other"
+    assert kinds(report_of(turns)) == ["slow_load"]
+    calm = [react(1, "satisfied", "Nice.", path="/a", kind="other")]
+    calm[0]["reactions"][0]["kind"] = "other"
+    assert kinds(report_of(calm)) == []
+
+
+def test_a_stated_kind_in_the_spec_is_kept_through_the_report() -> None:
+    turns = [
+        react(1, "neutral", "Second box next to Name.", path="/form", kind="unlabeled_control")
+    ]
+    turns[0]["reactions"][0]["kind"] = "unlabeled_control"
+    turns[0]["reactions"][0]["element"] = "an unnamed textbox"
+    report = report_of(turns)
+    assert kinds(report) == ["unlabeled_control"]
+    assert report["reactions"][0]["kind"] == "unlabeled_control"
+    assert "about an unnamed textbox" in report["friction_points"][0]["detail"]
+
+
+def test_the_persona_s_error_page_and_the_loop_s_dead_link_are_one_point() -> None:
+    turns = [
+        turn(1, "click", path="/product", result="clicked link 'Delivery info'"),
+        turn(2, "scroll", path="/delivery", title="Page not found"),
+        react(3, "angry", "Error page (/delivery): I got 'Page not found'.", path="/delivery"),
+    ]
+    (point,) = report_of(turns)["friction_points"]
+    assert point["kind"] == "dead_link"
+    assert point["steps"] == [2, 3]
+    assert point["screenshots"] == ["step-003.png"]
+
+
+def test_the_spec_s_own_transcript_example_gives_a_valid_report() -> None:
+    (example,) = load_synthetic_users().defs["Transcript"]["examples"]
+    report = synthesize_session(example, status="completed", generated_at=NOW)
+    assert schema_errors("Report", report) == []
+    assert report["turns"] == len(example["turns"])
+    assert report["time_on_task_seconds"] == 2.0

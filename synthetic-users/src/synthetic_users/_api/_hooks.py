@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath
 
 from synthetic_users._api._parse import json_body, limit_and_cursor, validate
 from synthetic_users._api._problems import ProblemError, field_error
@@ -118,12 +119,12 @@ async def list_webhooks(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/webhooks/{webhook_id:str}")
-async def get_webhook(request: Request[Any, Any, Any], webhook_id: str) -> Response[Any]:
+async def get_webhook(request: Request[Any, Any, Any], webhook_id: FromPath[str]) -> Response[Any]:
     return _json(webhook_view(_webhook(request, customer(request), webhook_id)))
 
 
 @delete("/webhooks/{webhook_id:str}", status_code=204)
-async def delete_webhook(request: Request[Any, Any, Any], webhook_id: str) -> None:
+async def delete_webhook(request: Request[Any, Any, Any], webhook_id: FromPath[str]) -> None:
     who = customer(request)
     _webhook(request, who, webhook_id)
     try:
@@ -133,7 +134,9 @@ async def delete_webhook(request: Request[Any, Any, Any], webhook_id: str) -> No
 
 
 @get("/webhooks/{webhook_id:str}/deliveries")
-async def list_deliveries(request: Request[Any, Any, Any], webhook_id: str) -> Response[Any]:
+async def list_deliveries(
+    request: Request[Any, Any, Any], webhook_id: FromPath[str]
+) -> Response[Any]:
     who = customer(request)
     _webhook(request, who, webhook_id)
     limit, cursor = limit_and_cursor(request)

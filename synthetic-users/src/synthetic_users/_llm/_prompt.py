@@ -8,15 +8,17 @@ The adapters (`_openai`, `_anthropic`) differ only in how they put these pieces 
   password fields, so no secret reaches these texts).
 - `observation_message` is the user turn of one step: where the persona is, what its last action
   did, what it noted before, how many steps are left and the snapshot text.
-- `tool_specs` is the action catalogue, the single place its JSON Schemas are defined.
+- `tool_specs` is the action catalogue as tools, generated from the spec's `action.json`.
 - `offered_tools` is what one turn offers: everything, or only `finish` once the budget is spent.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+import copy
+from typing import TYPE_CHECKING, Final
 
 from synthetic_users._llm._base import ToolSpec
+from synthetic_users.generated.catalog import ACTION_TOOLS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -181,135 +183,18 @@ def offered_tools(request: TurnRequest) -> Sequence[ToolSpec]:
     return finish or [tool for tool in tool_specs() if tool.name == FINISH]
 
 
-# The agent loop's action check (`_actions`) accepts strings of 1 to MAX_TEXT characters and up to
-# MAX_VALUES options; the schemas say the same, so a call the schema admits is one the loop runs.
-MAX_TEXT: Final = 2000
-MAX_VALUES: Final = 20
-
-TEXT_SCHEMA: Final[dict[str, Any]] = {"type": "string", "minLength": 1, "maxLength": MAX_TEXT}
-EASE_SCHEMA: Final[dict[str, Any]] = {
-    "type": "integer",
-    "minimum": 1,
-    "maximum": 7,
-    "description": (
-        "How easy the step you just did felt (Single Ease Question): 1 very difficult, 7 very easy."
-    ),
-}
-REF_SCHEMA: Final[dict[str, Any]] = {
-    "type": "string",
-    # The pattern of Understudy's Ref (spec/frames/commands.json `$defs.Ref`).
-    "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
-    "description": "The ref of an element on the latest page, like g2e14.",
-}
-
-
-def _action(
-    name: str,
-    description: str,
-    properties: dict[str, dict[str, Any]],
-    required: Sequence[str],
-) -> ToolSpec:
-    return ToolSpec(
-        name=name,
-        description=description,
-        parameters={
-            "type": "object",
-            "properties": {**properties, "ease": EASE_SCHEMA},
-            "required": [*required, "ease"],
-            "additionalProperties": False,
-        },
-    )
-
-
 def tool_specs() -> list[ToolSpec]:
-    """The persona's action catalogue: one `ToolSpec` per action, with a precise JSON Schema.
+    """The persona's action catalogue as tools: one `ToolSpec` per action of the spec.
 
-    Every schema is a closed object (`additionalProperties: false`) whose required fields include
-    `ease`. Limits are the loop's action check's (and within Understudy's command catalogue's).
+    Generated from `spec/synthetic-users/schemas/action.json` (codegen's `ACTION_TOOLS`): every
+    schema is a closed object whose required fields include `ease`, with the limits the loop's
+    action check (`_actions.parse_action`, the same spec's models) enforces, so a call the schema
+    admits is one the loop runs.
 
     Returns:
-        A new list each time (callers may filter it), in a stable order.
+        A new list each time (callers may filter it), in the spec's order.
     """
     return [
-        _action("click", "Click an element.", {"ref": REF_SCHEMA}, ["ref"]),
-        _action(
-            "type",
-            "Type text into a field key by key, as a person would.",
-            {
-                "ref": REF_SCHEMA,
-                "text": TEXT_SCHEMA,
-                "submit": {
-                    "type": "boolean",
-                    "default": False,
-                    "description": "Press Enter after typing.",
-                },
-            },
-            ["ref", "text"],
-        ),
-        _action(
-            "fill",
-            "Replace the whole content of a field with a value.",
-            {"ref": REF_SCHEMA, "value": TEXT_SCHEMA},
-            ["ref", "value"],
-        ),
-        _action(
-            "select_option",
-            "Choose one or more options of a drop-down list.",
-            {
-                "ref": REF_SCHEMA,
-                "values": {
-                    "type": "array",
-                    "minItems": 1,
-                    "maxItems": MAX_VALUES,
-                    "items": {"type": "string", "maxLength": MAX_TEXT},
-                    "description": "The options to choose, as the list shows them.",
-                },
-            },
-            ["ref", "values"],
-        ),
-        _action(
-            "press_key",
-            "Press one key, like Enter, Tab, Escape or ArrowDown.",
-            {"key": {"type": "string", "minLength": 1, "maxLength": 32}},
-            ["key"],
-        ),
-        _action(
-            "scroll",
-            "Scroll the page up or down; with a ref, scroll until that element is in view.",
-            {"direction": {"type": "string", "enum": ["up", "down"]}, "ref": REF_SCHEMA},
-            ["direction"],
-        ),
-        _action(
-            "navigate",
-            "Go to a web address, as if typed in the address bar.",
-            {"url": {"type": "string", "pattern": "^https?://", "maxLength": MAX_TEXT}},
-            ["url"],
-        ),
-        _action(
-            "react",
-            "Note how you feel about what just happened (this does not touch the page).",
-            {
-                "sentiment": {"type": "string", "enum": list(SENTIMENTS)},
-                "note": {
-                    "type": "string",
-                    **TEXT_SCHEMA,
-                    "description": "What you felt and why, in your own words.",
-                },
-                "ref": {**REF_SCHEMA, "description": "The element it is about, when there is one."},
-            },
-            ["sentiment", "note"],
-        ),
-        _action(
-            FINISH,
-            "End the session: say whether you got the task done and how it went.",
-            {
-                "success": {"type": "boolean", "description": "True only if the task is done."},
-                "summary": {
-                    "type": "string",
-                    **TEXT_SCHEMA,
-                    "description": "What happened and how it felt, in your own words.",
-                },
-            },
-            ["success", "summary"],
-        ),
+        ToolSpec(tool["name"], tool["description"], copy.deepcopy(tool["parameters"]))
+        for tool in ACTION_TOOLS
     ]

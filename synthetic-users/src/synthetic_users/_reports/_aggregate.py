@@ -1,9 +1,10 @@
 """The aggregate report of a run (`report.json` under the run), from its sessions' reports.
 
 Issues are the sessions' friction points grouped by the same key as within a session — kind
-and URL path — so "a control without a label on /checkout" met by three personas is one issue
-with three personas. They are ranked by how many personas met them, then by how many times
-they happened, then by kind and page so the order never depends on the input's.
+(`error_page` and `dead_link` as one) and URL path — so "a control without a label on
+/checkout" met by three personas is one issue with three personas. They are ranked by how many
+personas met them, then by how many times they happened, then by kind and page so the order
+never depends on the input's.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from synthetic_users._reports._friction import page_key, title_for
+from synthetic_users._reports._friction import group_key, merged_kind, title_for
 from synthetic_users._reports._session import format_time, median
 
 
@@ -72,28 +73,35 @@ def issues(reports: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for report in reports:
         for point in report["friction_points"]:
             url = point.get("url") or report["target_url"]
-            key = (point["kind"], page_key(url))
             group = groups.setdefault(
-                key, {"url": url, "sessions": [], "names": [], "occurrences": []}
+                group_key(point["kind"], url),
+                {"url": url, "kinds": [], "sessions": [], "names": [], "occurrences": []},
             )
+            group["kinds"].append(point["kind"])
             if report["session_id"] not in group["sessions"]:
                 group["sessions"].append(report["session_id"])
                 group["names"].append(report["persona"]["name"])
-            group["occurrences"] += _occurrences(report, point)
+            seen = {(o["session_id"], o["step"]) for o in group["occurrences"]}
+            group["occurrences"] += [
+                o for o in _occurrences(report, point) if (o["session_id"], o["step"]) not in seen
+            ]
     ranked = sorted(
         groups.items(),
         key=lambda item: (-len(item[1]["sessions"]), -len(item[1]["occurrences"]), item[0]),
     )
-    return [
-        {
-            "kind": kind,
-            "title": title_for(kind, group["url"]),
-            "personas": group["names"],
-            "count": len(group["sessions"]),
-            "occurrences": group["occurrences"],
-        }
-        for (kind, _page), group in ranked
-    ]
+    out = []
+    for _key, group in ranked:
+        kind = merged_kind(group["kinds"])
+        out.append(
+            {
+                "kind": kind,
+                "title": title_for(kind, group["url"]),
+                "personas": group["names"],
+                "count": len(group["sessions"]),
+                "occurrences": group["occurrences"],
+            }
+        )
+    return out
 
 
 def synthesize_aggregate(

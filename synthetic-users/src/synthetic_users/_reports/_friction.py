@@ -2,22 +2,26 @@
 
 Two sources feed the same list of *signals* (a kind, a page, the steps, the evidence):
 
-- **Reactions.** A reaction that carries a friction `kind` (the `react` action's optional `kind`
-  argument, or the reaction's own `kind`) is a signal of that kind, whatever its sentiment. A
-  reaction without one counts when its sentiment is negative (`confused`, `frustrated`,
-  `angry`); its kind is then read from the persona's words with `REACTION_KEYWORDS` (first match
-  wins, `negative_reaction` when none does).
+- **Reactions.** A reaction that carries a friction `kind` (the reaction's own, or the `react`
+  action's `kind` argument) is a signal of that kind, whatever its sentiment (`other` counts as
+  no kind). A reaction without one counts when its sentiment is negative (`confused`,
+  `frustrated`, `angry`), its kind read from the persona's words (`classify_note`: a problem
+  named outright in `PROBLEM_NAMES`, the earliest named winning, else the first of
+  `PROBLEM_CUES` that matches, else `negative_reaction`); a neutral one counts only when its
+  words name a known problem; a positive one never.
 - **Observation.** What the turns show without asking the persona: a step that took longer than
-  `SLOW_STEP_MS` (`slow_load`), an action that failed with a code about the site
+  `SLOW_STEP_MS` (`slow_load`, on the page where the step was taken, as is a persona's
+  complaint about the wait after a step), an action that failed with a code about the site
   (`failed_action`), a page whose title says it is an error (`error_page`, or `dead_link` when a
   click led there), a page the persona kept arriving back at (`LOOP_ARRIVALS` times or more in
   one generation) or the same action repeated `REPEATED_ACTIONS` times in a row on one page
   (`dead_end`).
 
-Signals are grouped by kind and URL path into friction points, so a persona that meets the same
-unlabeled field three times has one friction point with three steps, and the aggregate can group
-the same point across personas by the same key. Titles are plain words built from the kind and
-the path, so the same problem reads the same in every persona's report.
+Signals are grouped by kind and URL path into friction points (`group_key`), so a persona that
+meets the same unlabeled field three times has one friction point with three steps, and the
+aggregate groups the same point across personas by the same key. `error_page` and `dead_link` on
+one page are one problem, reported as `dead_link` when a click led there. Titles are plain words
+built from the kind and the path, so the same problem reads the same in every persona's report.
 """
 
 from __future__ import annotations
@@ -47,27 +51,50 @@ _ERROR_TITLE = re.compile(
     re.IGNORECASE,
 )
 
-# A reaction note's kind, by keywords (case-insensitive, first match wins). More specific kinds
-# come first: "the link goes to a 404" is a dead link before it is an error page.
-REACTION_KEYWORDS: Final[tuple[tuple[str, str], ...]] = (
-    ("dead_link", r"dead link|broken link|link (?:goes|leads|led|went) (?:nowhere|to (?:a|an) )"),
+# A reaction note's kind, from its words (case-insensitive), in two tiers. `PROBLEM_NAMES` are
+# the problems named outright ("Unlabeled field (Email): ..."); the one named earliest in the note
+# wins, so a note that starts with its problem is never re-read from a later word (a task about a
+# "slow cooker"). `PROBLEM_CUES` are softer signs, tried in order, more specific kinds first: "the
+# link went to a 404" is a dead link before it is an error page.
+PROBLEM_NAMES: Final[tuple[tuple[str, str], ...]] = (
+    ("dead_link", r"dead link|broken link"),
+    ("error_page", r"error page"),
+    ("http_error", r"http error"),
+    ("slow_load", r"slow (?:step|page|load(?:ing)?)"),
+    ("unlabeled_control", r"unlabell?ed|no label|without (?:a )?label|missing label"),
+    ("missing_alt_text", r"alt(?:ernative)? text"),
+    ("validation_message", r"validation (?:message|error)"),
+    ("confusing_error", r"confusing (?:error|message)"),
+    ("dead_end", r"dead end"),
+)
+PROBLEM_CUES: Final[tuple[tuple[str, str], ...]] = (
+    ("dead_link", r"link\b.{0,40}(?:\b404\b|not found|error|nowhere|broken)"),
     ("error_page", r"\b404\b|\b50[0-4]\b|not found|server error|page (?:does not|doesn't) exist"),
-    ("http_error", r"\bhttp\b.*\berror\b|status code"),
-    ("slow_load", r"slow|loading|takes? (?:forever|ages)|took (?:forever|ages)|waiting|spinner"),
+    ("http_error", r"status code"),
+    ("slow_load", r"slow|loading|takes? (?:forever|ages)|took (?:forever|ages)|waited|spinner"),
     (
         "unlabeled_control",
-        r"no label|unlabel+ed|without (?:a )?label|missing label|what (?:this|the) "
-        r"(?:field|box|button) (?:is|does)|what to (?:type|enter)",
+        r"what (?:this|the) (?:field|box|button) (?:is|does)|what to (?:type|enter)",
     ),
-    ("missing_alt_text", r"alt text|alternative text|image (?:has no|without) (?:a )?description"),
+    ("missing_alt_text", r"image (?:has no|without) (?:a )?description"),
     (
         "validation_message",
         r"validation|invalid|required field|is required|must be|not accepted|rejected",
     ),
-    ("confusing_error", r"error|went wrong|makes no sense|cryptic|unclear message"),
-    ("dead_end", r"dead end|stuck|going (?:round|around) in circles|no way (?:back|forward|to)"),
+    ("confusing_error", r"error|went wrong|makes no sense|cryptic"),
+    ("dead_end", r"stuck|going (?:round|around) in circles|no way (?:back|forward|on)|nowhere to"),
 )
-_KEYWORDS = tuple((kind, re.compile(rx, re.IGNORECASE)) for kind, rx in REACTION_KEYWORDS)
+REACTION_KEYWORDS: Final = PROBLEM_NAMES + PROBLEM_CUES
+"""Every keyword rule, names first: `(kind, regular expression)`."""
+
+_NAMES = tuple((kind, re.compile(rx, re.IGNORECASE)) for kind, rx in PROBLEM_NAMES)
+_CUES = tuple((kind, re.compile(rx, re.IGNORECASE)) for kind, rx in PROBLEM_CUES)
+# Kinds the persona may state that say nothing about which friction it met.
+_UNSTATED: Final = frozenset({"other"})
+# One problem seen two ways: the persona says "error page" where the loop saw the link that led
+# there. They group together, under the more telling kind when any signal has it.
+_FAMILY: Final = {"dead_link": "error_page"}
+_TELLING: Final = {"error_page": "dead_link"}
 
 TITLES: Final[dict[str, str]] = {
     "slow_load": "Slow to respond on {page}",
@@ -101,6 +128,18 @@ def page_key(url: str) -> str:
     return path or "/"
 
 
+def group_key(kind: str, url: str) -> tuple[str, str]:
+    """What makes two signals (or two personas' friction points) the same problem."""
+    return _FAMILY.get(kind, kind), page_key(url)
+
+
+def merged_kind(kinds: list[str]) -> str:
+    """The kind a group of one family is reported under: the more telling one when present."""
+    family = _FAMILY.get(kinds[0], kinds[0])
+    telling = _TELLING.get(family)
+    return telling if telling is not None and telling in kinds else family
+
+
 def title_for(kind: str, url: str) -> str:
     """The plain-words title of a friction kind on a page (the same in every report)."""
     template = TITLES.get(kind, kind.replace("_", " ").capitalize() + " on {page}")
@@ -109,7 +148,10 @@ def title_for(kind: str, url: str) -> str:
 
 def classify_note(note: str) -> str:
     """The friction kind a persona's words point at (`negative_reaction` when none fits)."""
-    for kind, pattern in _KEYWORDS:
+    named = [(m.start(), i, kind) for i, (kind, rx) in enumerate(_NAMES) if (m := rx.search(note))]
+    if named:
+        return min(named)[2]
+    for kind, pattern in _CUES:
         if pattern.search(note):
             return kind
     return "negative_reaction"
@@ -118,16 +160,23 @@ def classify_note(note: str) -> str:
 def reaction_kind(reaction: dict[str, Any], action: dict[str, Any] | None) -> str | None:
     """The friction kind of a reaction, or None when it is not friction.
 
-    A stated kind (on the reaction, or the `react` action's `kind` argument) wins; otherwise only
-    negative sentiments count, classified by `classify_note`.
+    A stated kind (on the reaction, or the `react` action's `kind` argument) wins whatever the
+    sentiment, unless it is `other`. Otherwise a negative sentiment is friction of the kind its
+    words name (`negative_reaction` when they name none); a neutral one only when its words name
+    a known problem ("The page told me 'Enter a valid postcode'" is a validation message however
+    calmly it is said); a positive one never.
     """
     stated = reaction.get("kind")
     if stated is None and action is not None and action.get("name") == "react":
         stated = action.get("arguments", {}).get("kind")
-    if isinstance(stated, str) and _KIND.fullmatch(stated):
+    if isinstance(stated, str) and _KIND.fullmatch(stated) and stated not in _UNSTATED:
         return stated
-    if reaction.get("sentiment") in NEGATIVE_SENTIMENTS:
+    sentiment = reaction.get("sentiment")
+    if sentiment in NEGATIVE_SENTIMENTS:
         return classify_note(str(reaction.get("note", "")))
+    if sentiment == "neutral":
+        kind = classify_note(str(reaction.get("note", "")))
+        return None if kind == "negative_reaction" else kind
     return None
 
 
@@ -148,17 +197,24 @@ def signals(turns: list[dict[str, Any]]) -> list[Signal]:
 
 def _reaction_signals(turns: list[dict[str, Any]]) -> list[Signal]:
     out = []
-    for turn in turns:
+    for i, turn in enumerate(turns):
         for reaction in turn.get("reactions", []):
             kind = reaction_kind(reaction, turn.get("action"))
             if kind is None:
                 continue
+            about = f" about {reaction['element']}" if reaction.get("element") else ""
+            url = reaction["url"]
+            if kind == "slow_load":
+                # "I waited for the page" is about the step before, where the wait began.
+                step = _last_site_action(turns, i)
+                url = step["observation"]["url"] if step is not None else url
             out.append(
                 Signal(
                     kind,
-                    reaction["url"],
+                    url,
                     (reaction["step"],),
-                    f'Step {reaction["step"]}, {reaction["sentiment"]}: "{reaction["note"]}"',
+                    f"Step {reaction['step']}, {reaction['sentiment']}{about}: "
+                    f'"{reaction["note"]}"',
                     reaction.get("screenshot"),
                 )
             )
@@ -167,25 +223,34 @@ def _reaction_signals(turns: list[dict[str, Any]]) -> list[Signal]:
 
 def _slow_steps(turns: list[dict[str, Any]]) -> list[Signal]:
     out = []
-    for i, turn in enumerate(turns):
+    for turn in turns:
         outcome, action = turn["outcome"], turn["action"]
         elapsed = float(outcome.get("elapsed_ms", 0.0))
         if action["name"] not in _SITE_ACTIONS or elapsed <= SLOW_STEP_MS:
             continue
-        # The wait belongs to the page it brought up: the next turn's, in the same browser.
-        after = turns[i + 1] if i + 1 < len(turns) else None
-        same_browser = after is not None and after["generation"] == turn["generation"]
-        url = after["observation"]["url"] if after is not None and same_browser else None
-        url = url or turn["observation"]["url"]
+        # The wait belongs to the page where the step was taken: "Continue to payment" on the
+        # shipping form is one slow step whether it ends on the payment page or back on the form.
         out.append(
             Signal(
                 "slow_load",
-                url,
+                turn["observation"]["url"],
                 (turn["turn"],),
                 f"Step {turn['turn']} ({outcome['summary']}) took {_seconds(elapsed)}.",
             )
         )
     return out
+
+
+def _last_site_action(turns: list[dict[str, Any]], i: int) -> dict[str, Any] | None:
+    """The last turn before `turns[i]` that acted on the site, past reactions, in its browser."""
+    generation = turns[i]["generation"]
+    for j in range(i - 1, -1, -1):
+        before: dict[str, Any] = turns[j]
+        if before["generation"] != generation:
+            return None
+        if before["action"]["name"] in _SITE_ACTIONS:
+            return before
+    return None
 
 
 def _failed_actions(turns: list[dict[str, Any]]) -> list[Signal]:
@@ -302,11 +367,12 @@ def friction_points(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The report's friction points: signals grouped by kind and page, in order of first step."""
     groups: dict[tuple[str, str], list[Signal]] = {}
     for signal in signals(turns):
-        groups.setdefault((signal.kind, page_key(signal.url)), []).append(signal)
+        groups.setdefault(group_key(signal.kind, signal.url), []).append(signal)
     ordered = sorted(groups.items(), key=lambda item: (min(s.steps[0] for s in item[1]), item[0]))
     per_kind: dict[str, int] = {}
     points = []
-    for (kind, _page), group in ordered:
+    for _key, group in ordered:
+        kind = merged_kind([s.kind for s in group])
         per_kind[kind] = per_kind.get(kind, 0) + 1
         steps = sorted({step for s in group for step in s.steps})
         shots = []

@@ -123,6 +123,28 @@ def ease_chart(steps: list[Mapping[str, Any]], label: str) -> dict[str, Any]:
     }
 
 
+def action_details(action: Mapping[str, Any]) -> str:
+    """What an action was given, in a few words (`'rain jacket', then Enter`), or ''."""
+    args = action.get("arguments", {})
+    match action.get("name"):
+        case "type":
+            return repr(args.get("text", "")) + (", then Enter" if args.get("submit") else "")
+        case "fill":
+            return repr(args.get("value", ""))
+        case "select_option":
+            return ", ".join(repr(v) for v in args.get("values", []))
+        case "press_key":
+            return str(args.get("key", ""))
+        case "navigate":
+            return str(args.get("url", ""))
+        case "scroll":
+            return str(args.get("direction", ""))
+        case "finish":
+            verdict = "task done" if args.get("success") else "gave up"
+            return f"{verdict}: {args.get('summary', '')}"
+    return ""
+
+
 def _step_views(
     report: Mapping[str, Any], transcript: Mapping[str, Any] | None
 ) -> list[dict[str, Any]] | None:
@@ -142,6 +164,7 @@ def _step_views(
                 "url": turn["observation"]["url"],
                 "title": turn["observation"].get("title", ""),
                 "action": turn["action"]["name"],
+                "details": action_details(turn["action"]),
                 "ease": turn["action"].get("arguments", {}).get("ease"),
                 "reason": turn.get("reason"),
                 "outcome": turn["outcome"],

@@ -98,9 +98,17 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
         CREATE INDEX reactions_by_run ON reactions (run_id, reaction_id);
         """,
     ),
-    # -- webhooks and usage (issue 17, items 3 and 4) --------------------------------------
     (
         2,
+        "reactions name their kind and the element they are about",
+        """
+        ALTER TABLE reactions ADD COLUMN kind TEXT;
+        ALTER TABLE reactions ADD COLUMN element TEXT;
+        """,
+    ),
+    # -- webhooks and usage (issue 17, items 3 and 4) --------------------------------------
+    (
+        3,
         "webhooks with their outbox, deliveries and attempts; usage events and Stripe postings",
         """
         CREATE TABLE webhooks (

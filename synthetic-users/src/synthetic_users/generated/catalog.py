@@ -19,7 +19,7 @@ ACTION_NAMES: Final[tuple[str, ...]] = (
 ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     {
         "name": "click",
-        "description": "Click the element `ref` names.",
+        "description": "Click an element.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -41,7 +41,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "type",
-        "description": "Type `text` key by key into the element `ref` names; `submit` presses Enter after.",
+        "description": "Type text into a field key by key, as a person would.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -52,7 +52,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
                     "type": "string",
                     "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
                 },
-                "text": {"type": "string", "maxLength": 4000},
+                "text": {"type": "string", "minLength": 1, "maxLength": 2000},
                 "submit": {"type": "boolean", "description": "Press Enter after typing."},
                 "ease": {
                     "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
@@ -65,7 +65,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "fill",
-        "description": "Replace the value of the field `ref` names with `value`.",
+        "description": "Replace the whole content of a field with a value.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -88,7 +88,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "select_option",
-        "description": "Select the options whose values or labels are `values` in the `<select>` `ref` names.",
+        "description": "Choose one or more options of a drop-down list.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -116,7 +116,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "press_key",
-        "description": "Press one key (a `KeyboardEvent.key` value such as `Enter`, `Tab`, `Escape`).",
+        "description": "Press one key, like Enter, Tab, Escape or ArrowDown.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -134,7 +134,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "scroll",
-        "description": "Scroll the page, or the element `ref` names, up or down.",
+        "description": "Scroll the page up or down; with a ref, scroll until that element is in view.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -157,13 +157,19 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "navigate",
-        "description": "Go to `url` (an absolute URL on the run's target origin).",
+        "description": "Go to a web address on the site under study, as if typed in the address bar.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
             "required": ["url", "ease"],
             "properties": {
-                "url": {"type": "string", "minLength": 1, "maxLength": 4096},
+                "url": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 4096,
+                    "pattern": "^https?://",
+                    "description": "An absolute http(s) URL; navigation off the site under study is refused.",
+                },
                 "ease": {
                     "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
                     "type": "integer",
@@ -175,7 +181,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "react",
-        "description": "Record how the persona feels now; the loop adds the step, the URL and a screenshot.",
+        "description": "Note how you feel about what just happened (this does not touch the page); name the `kind` of problem when you can. The loop adds the step, the URL and a screenshot.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -225,7 +231,7 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
     {
         "name": "finish",
-        "description": "End the session: whether the task succeeded and why. Required when the turn budget is spent.",
+        "description": "End the session: say whether you got the task done and how it went. Required when the turn budget is spent.",
         "parameters": {
             "type": "object",
             "additionalProperties": False,
@@ -248,6 +254,7 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
     "createRun": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
+        "413": ["payload_too_large"],
         "409": ["idempotency_conflict"],
     },
     "listRuns": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
@@ -280,7 +287,11 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
     },
-    "createPersona": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "createPersona": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "413": ["payload_too_large"],
+    },
     "listPersonas": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
     "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
     "deletePersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},

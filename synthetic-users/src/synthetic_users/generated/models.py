@@ -908,6 +908,16 @@ class ValidationProblem(Problem):
     code: Literal["validation_failed", "invalid_json"]
 
 
+class PayloadTooLargeProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[413], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["payload_too_large"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
 class UnauthorizedProblem(Problem):
     model_config = ConfigDict(
         extra="forbid",
@@ -991,7 +1001,7 @@ class ClickArguments(WireModel):
 
 class ClickAction(WireModel):
     """
-    Click the element `ref` names.
+    Click an element.
     """
 
     model_config = ConfigDict(
@@ -1006,7 +1016,7 @@ class TypeArguments(WireModel):
         extra="forbid",
     )
     ref: Ref
-    text: Annotated[str, Field(max_length=4000)]
+    text: Annotated[str, Field(max_length=2000, min_length=1)]
     submit: bool | None = None
     """
     Press Enter after typing.
@@ -1019,7 +1029,7 @@ class TypeArguments(WireModel):
 
 class TypeAction(WireModel):
     """
-    Type `text` key by key into the element `ref` names; `submit` presses Enter after.
+    Type text into a field key by key, as a person would.
     """
 
     model_config = ConfigDict(
@@ -1043,7 +1053,7 @@ class FillArguments(WireModel):
 
 class FillAction(WireModel):
     """
-    Replace the value of the field `ref` names with `value`.
+    Replace the whole content of a field with a value.
     """
 
     model_config = ConfigDict(
@@ -1067,7 +1077,7 @@ class SelectOptionArguments(WireModel):
 
 class SelectOptionAction(WireModel):
     """
-    Select the options whose values or labels are `values` in the `<select>` `ref` names.
+    Choose one or more options of a drop-down list.
     """
 
     model_config = ConfigDict(
@@ -1090,7 +1100,7 @@ class PressKeyArguments(WireModel):
 
 class PressKeyAction(WireModel):
     """
-    Press one key (a `KeyboardEvent.key` value such as `Enter`, `Tab`, `Escape`).
+    Press one key, like Enter, Tab, Escape or ArrowDown.
     """
 
     model_config = ConfigDict(
@@ -1114,7 +1124,7 @@ class ScrollArguments(WireModel):
 
 class ScrollAction(WireModel):
     """
-    Scroll the page, or the element `ref` names, up or down.
+    Scroll the page up or down; with a ref, scroll until that element is in view.
     """
 
     model_config = ConfigDict(
@@ -1128,7 +1138,10 @@ class NavigateArguments(WireModel):
     model_config = ConfigDict(
         extra="forbid",
     )
-    url: Annotated[str, Field(max_length=4096, min_length=1)]
+    url: Annotated[str, Field(max_length=4096, min_length=1, pattern="^https?://")]
+    """
+    An absolute http(s) URL; navigation off the site under study is refused.
+    """
     ease: Ease
     """
     Single Ease Question rating (1-7, 7 = very easy) of the step just done.
@@ -1137,7 +1150,7 @@ class NavigateArguments(WireModel):
 
 class NavigateAction(WireModel):
     """
-    Go to `url` (an absolute URL on the run's target origin).
+    Go to a web address on the site under study, as if typed in the address bar.
     """
 
     model_config = ConfigDict(
@@ -1163,7 +1176,7 @@ class ReactArguments(WireModel):
 
 class ReactAction(WireModel):
     """
-    Record how the persona feels now; the loop adds the step, the URL and a screenshot.
+    Note how you feel about what just happened (this does not touch the page); name the `kind` of problem when you can. The loop adds the step, the URL and a screenshot.
     """
 
     model_config = ConfigDict(
@@ -1187,7 +1200,7 @@ class FinishArguments(WireModel):
 
 class FinishAction(WireModel):
     """
-    End the session: whether the task succeeded and why. Required when the turn budget is spent.
+    End the session: say whether you got the task done and how it went. Required when the turn budget is spent.
     """
 
     model_config = ConfigDict(
@@ -1390,11 +1403,11 @@ class RunRequest(WireModel):
         Field(
             max_length=2048,
             min_length=1,
-            pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
+            pattern="^[Hh][Tt][Tt][Pp][Ss]?://([^\\s/?#@:\\[\\]]+|\\[[0-9A-Fa-f:.]+\\])(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?([/?#]\\S*)?$",
         ),
     ]
     """
-    An absolute `http(s)` URL where every persona starts; its origin bounds where they may go.
+    An absolute `http(s)` URL (no user name or password) where every persona starts; its origin bounds where they may go.
     """
     task: Annotated[str, Field(max_length=4000, min_length=1)]
     """
@@ -1607,6 +1620,9 @@ class SyntheticUsersWire(WireModel):
     problem: Problem | None = None
     validation_problem: Annotated[
         ValidationProblem | None, Field(alias="validationProblem")
+    ] = None
+    payload_too_large_problem: Annotated[
+        PayloadTooLargeProblem | None, Field(alias="payloadTooLargeProblem")
     ] = None
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
