@@ -1,7 +1,7 @@
 """`StripeBiller`: posts owed usage to Stripe Meter Events through the official SDK.
 
 Runs only when `STRIPE_API_KEY` is set. Each owed meter event (`UsageStore.enqueue_postings`)
-is sent with `POST /v1/billing/meter_events` (`client.v1.billing.meter_events.create_async`):
+is sent with `POST /v1/billing/meter_events` (`client.v1.billing.meter_events.create`):
 `event_name`, `payload[stripe_customer_id]`, `payload[value]`, `timestamp` (when the session
 ended), `identifier` and the `Idempotency-Key` header both the usage event id and its meter
 (`meter_identifier`). Never posted twice: a row is marked `posted` once Stripe answers; an answer
@@ -13,6 +13,10 @@ lost to a crash is re-sent with the same key, which Stripe answers as the first 
   (`retry_schedule`), then `failed` when it is spent.
 - 400, 404 (the request itself is wrong): `failed`, Stripe's message kept in `last_error`.
 - 401, 403 (the key): retried, so fixing the key resumes billing.
+
+The call is the SDK's synchronous one (its `requests` client), run in a worker thread: the SDK's
+async client passes the form body to httpx as `data=`, which this httpx deprecates. Postings are
+few (two per persona session), so a thread per call costs nothing that matters.
 
 The SDK's own retries are off (`max_network_retries=0`): the schedule here is durable, the SDK's
 is not. `api_base` is configurable so tests point the SDK at a local server.
@@ -70,7 +74,7 @@ class StripeBiller:
         self._settings = settings
         self._clock = clock
         self._jitter = jitter
-        self._http = stripe.HTTPXClient(timeout=settings.timeout_s)
+        self._http = stripe.RequestsClient(timeout=settings.timeout_s)
         self._client = stripe.StripeClient(
             settings.api_key,
             base_addresses={"api": settings.api_base},
@@ -90,7 +94,7 @@ class StripeBiller:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await self._http.close_async()  # type: ignore[no-untyped-call]
+        self._http.close()  # type: ignore[no-untyped-call]
 
     def wake(self) -> None:
         self._wake.set()
@@ -119,8 +123,9 @@ class StripeBiller:
 
     async def _post(self, posting: MeterPosting) -> None:
         try:
-            await self._client.v1.billing.meter_events.create_async(
-                params={
+            await asyncio.to_thread(
+                self._client.v1.billing.meter_events.create,
+                {
                     "event_name": posting.event_name,
                     "identifier": posting.identifier,
                     "timestamp": posting.timestamp,
@@ -129,7 +134,7 @@ class StripeBiller:
                         "value": str(posting.value),
                     },
                 },
-                options={"idempotency_key": posting.identifier},
+                {"idempotency_key": posting.identifier},
             )
         except stripe.StripeError as exc:
             status = exc.http_status
