@@ -94,6 +94,7 @@ async def test_retries_with_increasing_delays_until_delivered_each_attempt_reada
     ids = {r.headers["webhook-id"] for r in server.requests}
     assert ids == {delivery["event_id"]}
     body = body_of(server.requests[-1])
+    conforms(body, "WebhookEvent")
     assert body["type"] == "run.completed"
     assert body["data"]["run_id"] == run_id and body["data"]["status"] == "completed"
     assert body["data"]["links"]["self"] == f"/runs/{run_id}"
