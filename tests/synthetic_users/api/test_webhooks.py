@@ -121,3 +121,8 @@ async def test_loopback_endpoints_are_accepted_only_when_the_operator_allows(
         private = {"url": "http://10.0.0.8/h", "events": ["run.completed"]}
         assert (await client.post("/webhooks", json=private, headers=auth)).status_code == 400
     store.close()
+
+
+async def test_a_body_over_the_bound_is_413(api: Api) -> None:
+    body = {"url": "https://h.example/" + "a" * 300_000, "events": ["run.completed"]}
+    problem(await create(api, body), 413, "payload_too_large")
