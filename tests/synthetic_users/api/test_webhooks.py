@@ -90,6 +90,8 @@ async def test_delete_stops_deliveries_and_the_webhook_is_gone(api: Api) -> None
     problem(await api.client.get(base, headers=api.auth()), 404, "webhook_not_found")
     rows = api.store.db.query("SELECT status FROM webhook_deliveries")
     assert [r["status"] for r in rows] == ["cancelled"]
+    secrets = api.store.db.query("SELECT secret FROM webhooks")
+    assert [r["secret"] for r in secrets] == [""]
 
 
 async def test_lists_page_with_a_cursor(api: Api) -> None:

@@ -159,7 +159,9 @@ class WebhookStore:
             self.get(customer_id, webhook_id)
             now = self._store.clock()
             conn.execute(
-                "UPDATE webhooks SET deleted_at = ? WHERE webhook_id = ?", (now, webhook_id)
+                # The secret goes with the endpoint: nothing is ever signed with it again.
+                "UPDATE webhooks SET deleted_at = ?, secret = '' WHERE webhook_id = ?",
+                (now, webhook_id),
             )
             self._cancel_pending(conn, webhook_id, now)
 
