@@ -138,7 +138,9 @@ class RunServices:
         worker = WebhookWorker(
             self._webhooks,
             settings=WorkerSettings(
-                retry_schedule=s.webhook_retry_schedule, timeout_s=s.webhook_timeout_s
+                retry_schedule=s.webhook_retry_schedule,
+                timeout_s=s.webhook_timeout_s,
+                allow_loopback=s.allow_loopback,
             ),
         )
         worker.start()

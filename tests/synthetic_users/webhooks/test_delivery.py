@@ -7,6 +7,7 @@ with a shrunk retry schedule and jitter pinned to 1 (each delay is exactly the s
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
     from synthetic_users._store import Store
 
 SCHEDULE = (0.1, 0.3, 0.6, 1.2)
-SETTINGS = WorkerSettings(retry_schedule=SCHEDULE, timeout_s=0.3, poll_interval_s=0.05)
+SETTINGS = WorkerSettings(
+    retry_schedule=SCHEDULE, timeout_s=0.3, poll_interval_s=0.05, allow_loopback=True
+)
 
 
 class Service:
@@ -180,3 +183,23 @@ async def test_a_connection_refused_is_an_attempt_with_its_error(service: Servic
     attempt = service.hooks.deliveries("acme", created["webhook_id"]).items[0].attempts[0]
     assert attempt.status_code is None and attempt.error and "Connect" in attempt.error
     assert attempt.next_retry_at is not None
+
+
+async def test_a_name_resolving_to_a_private_address_is_not_sent_to(tmp_path: Path) -> None:
+    # `localhost` stands in for a public name re-pointed at a private address (DNS rebinding):
+    # registered through the store, past the API's check of the name as written.
+    with LocalServer(Receiver()) as server:
+        port = server.url.rsplit(":", 1)[1]
+        store = open_store(tmp_path / "su.db")
+        hooks = WebhookStore(store)
+        hooks.install()
+        record, _ = hooks.create("acme", f"http://localhost:{port}/h", ["run.completed"])
+        end_run(store, new_run(store))
+        strict = WebhookWorker(hooks, settings=replace(SETTINGS, allow_loopback=False))
+        assert await strict.run_once() == 1
+        await strict.stop()
+        (attempt,) = hooks.deliveries("acme", record.webhook_id).items[0].attempts
+        store.close()
+    assert server.requests == []
+    assert attempt.error and "non-public address" in attempt.error
+    assert attempt.status_code is None and attempt.next_retry_at is not None

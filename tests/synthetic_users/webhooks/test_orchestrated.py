@@ -30,7 +30,9 @@ async def test_an_orchestrated_run_writes_usage_and_its_webhooks_are_delivered(
         )
         run_id = h.create(["Ada", "Bo"])
         await run_to_end(h, run_id)
-        worker = WebhookWorker(hooks, settings=WorkerSettings(poll_interval_s=0.05))
+        worker = WebhookWorker(
+            hooks, settings=WorkerSettings(poll_interval_s=0.05, allow_loopback=True)
+        )
         worker.start()
         await eventually(
             lambda: (

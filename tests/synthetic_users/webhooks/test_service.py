@@ -30,6 +30,7 @@ async def test_the_service_writes_usage_and_delivers_webhooks_until_stopped(
         understudy_operator_token="op",  # noqa: S106 (never used: Understudy is not started)
         extension_dir=extension,
         webhook_retry_schedule=(0.05,),
+        allow_loopback=True,
     )
     store = open_store(tmp_path / "su.db")
     services = RunServices(settings, store, DirectoryStore(tmp_path / "artifacts"))

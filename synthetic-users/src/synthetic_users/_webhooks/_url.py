@@ -4,12 +4,16 @@ HTTPS only, to a public name or address: private, loopback, link-local and uniqu
 addresses, and `.internal`, `.local` and `localhost` names, are refused, so a webhook cannot be
 pointed at the service's own network. With the operator's loopback-for-development setting on,
 `http://` and `https://` to a loopback address (`127.0.0.1`, `::1`, `localhost`) are allowed too.
-Names are checked as written; resolving them (DNS rebinding) is the egress layer's job.
+Names are checked as written here, at registration; `resolved_problem` checks every address a
+name resolves to before each delivery attempt, so a public name pointed at a private address
+(DNS rebinding) is refused when it matters.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
+import socket
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -63,3 +67,21 @@ def _is_private(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     return not address.is_global or address.is_multicast
+
+
+async def resolved_problem(url: str, *, allow_loopback: bool = False) -> str | None:
+    """Why `url` must not be sent to now (a name resolving to a private address), or None."""
+    parts = urlsplit(url)
+    host = (parts.hostname or "").strip("[]")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"the name does not resolve: {exc.strerror or exc}"
+    for info in infos:
+        address = str(info[4][0])
+        if _is_loopback(address) and allow_loopback:
+            continue
+        if _is_private(address):
+            return f"refused: the name resolves to a non-public address ({address})"
+    return None

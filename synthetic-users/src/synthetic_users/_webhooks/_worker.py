@@ -15,6 +15,10 @@ Retries follow `retry_schedule` (seconds; the defaults reach about 24 hours) wit
 the n-th retry waits a uniformly random time in [0, schedule[n]], so receivers recovering from an
 outage are not hit by every sender at once. When the schedule is spent the delivery `failed`.
 
+Before each attempt the endpoint's name is resolved and every address checked: one that is
+private, loopback or link-local (DNS rebinding) is not sent to; the attempt is recorded as
+refused and retried like a connection error.
+
 Every state lives in the store, so a restart picks up what was pending. An attempt in flight
 when the process died is sent again (at-least-once; `webhook-id` lets the receiver drop it).
 """
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Final
 import httpx
 
 from synthetic_users._webhooks._sign import headers
+from synthetic_users._webhooks._url import resolved_problem
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -53,6 +58,7 @@ class WorkerSettings:
     poll_interval_s: float = 5.0
     concurrency: int = 8
     batch: int = 50
+    allow_loopback: bool = False  # the operator's loopback-for-development setting
 
 
 def classify(status_code: int) -> Outcome:
@@ -149,20 +155,26 @@ class WebhookWorker:
             timestamp = int(attempted_at)
             started = time.perf_counter()
             status_code: int | None = None
-            error: str | None = None
-            try:
-                response = await self._http.post(
-                    delivery.url,
-                    content=delivery.body,
-                    headers=headers(delivery.secret, delivery.event_id, timestamp, delivery.body),
-                    timeout=self._settings.timeout_s,
-                )
-                status_code = response.status_code
-                outcome = classify(status_code)
-            except httpx.TimeoutException:
-                error, outcome = f"timed out after {self._settings.timeout_s:g} s", "retry"
-            except httpx.HTTPError as exc:
-                error, outcome = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS], "retry"
+            outcome: Outcome = "retry"  # also when refused: the name may be pointed back
+            error = await resolved_problem(
+                delivery.url, allow_loopback=self._settings.allow_loopback
+            )
+            if error is None:
+                try:
+                    response = await self._http.post(
+                        delivery.url,
+                        content=delivery.body,
+                        headers=headers(
+                            delivery.secret, delivery.event_id, timestamp, delivery.body
+                        ),
+                        timeout=self._settings.timeout_s,
+                    )
+                    status_code = response.status_code
+                    outcome = classify(status_code)
+                except httpx.TimeoutException:
+                    error = f"timed out after {self._settings.timeout_s:g} s"
+                except httpx.HTTPError as exc:
+                    error = f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS]
             duration_ms = (time.perf_counter() - started) * 1000
             next_retry_at = None
             if outcome == "retry":
