@@ -128,3 +128,20 @@ async def test_loopback_endpoints_are_accepted_only_when_the_operator_allows(
 async def test_a_body_over_the_bound_is_413(api: Api) -> None:
     body = {"url": "https://h.example/" + "a" * 300_000, "events": ["run.completed"]}
     problem(await create(api, body), 413, "payload_too_large")
+
+
+async def test_deliveries_page_newest_first(api: Api) -> None:
+    WebhookStore(api.store).install()
+    created = (await create(api)).json()
+    runs = [new_run(api.store) for _ in range(3)]
+    for run_id in runs:
+        end_run(api.store, run_id)
+    base = f"/webhooks/{created['webhook_id']}/deliveries"
+    first = (await api.client.get(f"{base}?limit=2", headers=api.auth())).json()
+    conforms(first, "DeliveryList")
+    rest = (
+        await api.client.get(f"{base}?limit=2&cursor={first['next_cursor']}", headers=api.auth())
+    ).json()
+    subjects = [d["subject_id"] for d in first["deliveries"] + rest["deliveries"]]
+    assert subjects == runs[::-1] and "next_cursor" not in rest
+    assert all(d["status"] == "pending" and d["attempts"] == [] for d in first["deliveries"])
