@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from synthetic_users._actions import parse_action
 from synthetic_users._llm._base import (
     Decision,
     Exchange,
@@ -29,6 +30,7 @@ from synthetic_users._llm._base import (
 )
 from synthetic_users._llm._heuristic import (
     ISSUE_LABELS,
+    REACTION_KINDS,
     SLOW_STEP_MS,
     HeuristicPersona,
     read_snapshot,
@@ -509,6 +511,10 @@ def test_every_decision_has_an_ease_from_1_to_7_a_reason_and_a_catalogue_action(
         assert isinstance(ease, int) and 1 <= ease <= 7
         assert decision.reason
         assert decision.call.name in CATALOGUE
+        # What the loop runs: valid against the spec's action schema, a reaction's kind included.
+        action = parse_action({"name": decision.call.name, "arguments": decision.call.arguments})
+        if action.name == "react":
+            assert action.arguments["kind"] in REACTION_KINDS.values()
 
 
 def test_friction_lowers_the_ease() -> None:

@@ -63,6 +63,17 @@ ISSUE_LABELS: dict[str, str] = {
     "missing-alt": "Image without alt text",
     "dead-end": "Dead end",
 }
+# How each problem is named in the spec's `ReactionKind`, so reports group it with the same
+# problem met by other personas (whatever words their notes use).
+REACTION_KINDS: dict[str, str] = {
+    "slow": "slow_load",
+    "error-page": "error_page",
+    "confusing-error": "confusing_error",
+    "validation": "validation_message",
+    "unlabeled": "unlabeled_control",
+    "missing-alt": "missing_alt_text",
+    "dead-end": "dead_end",
+}
 NEGATIVE_SENTIMENTS = frozenset({"confused", "frustrated", "angry"})
 
 FIELD_ROLES = frozenset({"textbox", "combobox", "spinbutton"})
@@ -529,7 +540,11 @@ def next_move(turn: Turn, problems: Sequence[Problem]) -> tuple[tuple[str, dict[
     fresh = [p for p in problems if not turn.memory.reacted(p.prefix)]
     if fresh and not (len(fresh) == 1 and fresh[0].kind == "dead-end" and give_up(turn)):
         p = fresh[0]
-        arguments: dict[str, Any] = {"sentiment": p.sentiment, "note": f"{p.prefix} {p.note}"}
+        arguments: dict[str, Any] = {
+            "sentiment": p.sentiment,
+            "note": f"{p.prefix} {p.note}",
+            "kind": REACTION_KINDS[p.kind],
+        }
         if p.ref is not None:
             arguments["ref"] = p.ref
         return ("react", arguments), f"I noticed a problem worth reporting: {p.note}"
