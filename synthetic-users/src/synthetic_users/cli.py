@@ -5,6 +5,8 @@
                                                   queued until a full service resumes them
     synthetic-users migrate                       create the database or apply pending migrations
     synthetic-users keys create --customer C      print a new API key for customer C, once
+    synthetic-users billing set-customer --customer C --stripe-customer cus_…
+                                                  bill customer C's usage to that Stripe customer
     synthetic-users --version
 
 Settings come from the environment (`_config.py`); `--data-dir` overrides
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
     from synthetic_users._artifacts import ArtifactStore
 
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+STRIPE_CUSTOMER: Final = re.compile(r"cus_[A-Za-z0-9]{1,64}")
 LOCK_FILE: Final = "service.lock"
 
 
@@ -68,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(settings)
     if args.command == "keys":
         return _create_key(settings, args.customer)
+    if args.command == "billing":
+        return _set_billing_customer(settings, args.customer, args.stripe_customer)
     return _serve(settings, args.host, args.port, api_only=args.api_only)
 
 
@@ -93,6 +98,13 @@ def _parser() -> argparse.ArgumentParser:
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = key_commands.add_parser("create", help="print a new API key once")
     create.add_argument("--customer", required=True, help="the customer it belongs to")
+    billing = commands.add_parser("billing", help="Stripe billing of usage")
+    billing_commands = billing.add_subparsers(dest="billing_command", required=True)
+    set_customer = billing_commands.add_parser(
+        "set-customer", help="bill a customer's usage to a Stripe customer"
+    )
+    set_customer.add_argument("--customer", required=True, help="the Synthetic Users customer")
+    set_customer.add_argument("--stripe-customer", required=True, help="its Stripe id, cus_…")
     return parser
 
 
@@ -133,6 +145,25 @@ def _create_key(settings: Settings, customer: str) -> int:
         f"synthetic-users: API key for customer {customer!r}; it is shown only this once",
         file=sys.stderr,
     )
+    return 0
+
+
+def _set_billing_customer(settings: Settings, customer: str, stripe_customer: str) -> int:
+    if not CUSTOMER.fullmatch(customer):
+        return _fail("--customer must be lower-case letters, digits, '-' or '_' (at most 63)")
+    if not STRIPE_CUSTOMER.fullmatch(stripe_customer):
+        return _fail("--stripe-customer must be a Stripe customer id, like cus_NffrFeUfNV2Hib")
+    from synthetic_users._usage import UsageStore
+
+    try:
+        store = _open(settings)
+    except (SchemaTooNewError, OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    try:
+        UsageStore(store).set_stripe_customer(customer, stripe_customer)
+    finally:
+        store.close()
+    print(f"synthetic-users: usage of {customer!r} is billed to {stripe_customer}", file=sys.stderr)
     return 0
 
 
@@ -224,6 +255,7 @@ def _run(
         artifacts,
         services=services,
         defaults=RunDefaults(turn_budget=settings.default_turn_budget, model=settings.model),
+        allow_loopback=settings.allow_loopback,
     )
     bound = listener.getsockname()[1]
     url = f"http://{settings.host}:{bound}"

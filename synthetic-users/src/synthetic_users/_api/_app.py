@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
+from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
 from synthetic_users._api._services import IdleServices
@@ -55,6 +56,7 @@ def create_app(
     on_run_created: Callable[[RunRecord], None] | None = None,
     on_run_cancelled: Callable[[RunRecord], None] | None = None,
     defaults: RunDefaults | None = None,
+    allow_loopback: bool = False,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
 
@@ -67,6 +69,8 @@ def create_app(
             durable, before the `202`); it must not block.
         on_run_cancelled: Likewise, for each run cancelled.
         defaults: `turn_budget` and `model` of a run whose request leaves them out.
+        allow_loopback: Accept loopback webhook endpoints (`http://127.0.0.1:…`), for local
+            development only.
     """
     if services is None:
         services = _Callbacks(on_run_created, on_run_cancelled)
@@ -85,7 +89,7 @@ def create_app(
 
     app = Litestar(
         # The dashboard (issue 18): its own router, pages under /dashboard.
-        route_handlers=[*ROUTES, reference, dashboard_router()],
+        route_handlers=[*ROUTES, *HOOK_ROUTES, reference, dashboard_router()],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,
@@ -97,4 +101,5 @@ def create_app(
         debug=False,
     )
     app.state.api = state
+    app.state.allow_loopback = allow_loopback
     return app

@@ -295,5 +295,19 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
     "listPersonas": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
     "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
     "deletePersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
+    "createWebhook": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "413": ["payload_too_large"],
+    },
+    "listWebhooks": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "getWebhook": {"401": ["unauthorized"], "404": ["webhook_not_found"]},
+    "deleteWebhook": {"401": ["unauthorized"], "404": ["webhook_not_found"]},
+    "listWebhookDeliveries": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "404": ["webhook_not_found"],
+    },
+    "listUsage": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
     "getHealth": {},
 }
