@@ -21,6 +21,17 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
+| `SYNTHETIC_USERS_ALLOW_LOOPBACK` | off | `1`: loopback webhook endpoints (development only) |
+| `SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S` | `10` | one webhook delivery attempt |
+| `SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE` | 5 s … 8 h, 9 delays | seconds before each retry |
+| `STRIPE_API_KEY` | none | when set, usage is posted to Stripe Meter Events |
+| `STRIPE_API_BASE` | `https://api.stripe.com` | where the Stripe SDK sends (tests: local) |
+| `STRIPE_METERS` | two meters, below | `dimension=event_name`, comma-separated |
+
+Webhook retries wait a random time up to each delay in turn (full jitter), by default
+5,30,120,600,3600,7200,14400,28800,28800 seconds: about 24 hours in all. Stripe meters default
+to `browser_minutes=synthetic_users_browser_minutes,model_tokens=synthetic_users_model_tokens`;
+the dimensions are `browser_minutes`, `turns`, `input_tokens`, `output_tokens`, `model_tokens`.
 | `SYNTHETIC_USERS_MASTER_KEY` | `<data dir>/master.key` | base64 of 32 bytes; wraps customer keys |
 """
 
@@ -39,6 +50,18 @@ ModelKind = Literal["heuristic", "openai", "anthropic"]
 MODEL_KINDS: Final = ("heuristic", "openai", "anthropic")
 DB_FILE: Final = "synthetic-users.db"
 ARTIFACTS_DIR: Final = "artifacts"
+WEBHOOK_RETRY_SCHEDULE: Final = (5.0, 30.0, 120.0, 600.0, 3600.0, 7200.0, 14400.0, 28800.0, 28800.0)
+STRIPE_METERS: Final = {
+    "browser_minutes": "synthetic_users_browser_minutes",
+    "model_tokens": "synthetic_users_model_tokens",
+}
+USAGE_DIMENSIONS: Final = (
+    "browser_minutes",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "model_tokens",
+)
 
 
 class ConfigError(ValueError):
@@ -66,6 +89,12 @@ class Settings:
     headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
+    allow_loopback: bool = False
+    webhook_timeout_s: float = 10.0
+    webhook_retry_schedule: tuple[float, ...] = WEBHOOK_RETRY_SCHEDULE
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_meters: dict[str, str] = field(default_factory=lambda: dict(STRIPE_METERS))
     master_key: bytes | None = field(default=None, repr=False)
 
     @property
@@ -134,6 +163,33 @@ def _model(value: str, variable: str) -> ModelKind:
     return cast("ModelKind", kind)
 
 
+def _schedule(value: str, variable: str) -> tuple[float, ...]:
+    try:
+        delays = tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"{variable} must be seconds separated by commas, like 5,30,120"
+        ) from None
+    if not 1 <= len(delays) <= 30 or not all(0 < d <= 86400 for d in delays):
+        raise ConfigError(
+            f"{variable} must list 1 to 30 delays, each more than 0 and at most 86400"
+        )
+    return delays
+
+
+def _meters(value: str, variable: str) -> dict[str, str]:
+    meters: dict[str, str] = {}
+    for part in value.split(","):
+        dimension, _, event_name = part.strip().partition("=")
+        if dimension not in USAGE_DIMENSIONS or not event_name.strip():
+            raise ConfigError(
+                f"{variable} must be dimension=event_name pairs separated by commas; dimensions "
+                f"are {', '.join(USAGE_DIMENSIONS)}"
+            )
+        meters[dimension] = event_name.strip()
+    return meters
+
+
 def _master_key(value: str, variable: str) -> bytes:
     from synthetic_users._safety._credentials import MasterKeyError, parse_master_key
 
@@ -160,6 +216,12 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
+    "allow_loopback": (("SYNTHETIC_USERS_ALLOW_LOOPBACK",), _flag),
+    "webhook_timeout_s": (("SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S",), _seconds),
+    "webhook_retry_schedule": (("SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE",), _schedule),
+    "stripe_api_key": (("STRIPE_API_KEY",), _secret),
+    "stripe_api_base": (("STRIPE_API_BASE",), _url),
+    "stripe_meters": (("STRIPE_METERS",), _meters),
     "master_key": (("SYNTHETIC_USERS_MASTER_KEY",), _master_key),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

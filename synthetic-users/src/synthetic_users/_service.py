@@ -24,6 +24,8 @@ from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
 from synthetic_users._safety._login import LoginBroker
+from synthetic_users._usage import BillerSettings, StripeBiller, UsageStore
+from synthetic_users._webhooks import WebhookStore, WebhookWorker, WorkerSettings
 from understudy_connector import AsyncClient, AsyncOperatorClient
 
 if TYPE_CHECKING:
@@ -98,6 +100,14 @@ class RunServices:
         self._fleet: LocalChromiumFleet | None = None
         self._orchestrator: Orchestrator | None = None
         self._cancels: set[asyncio.Task[None]] = set()
+        # Usage events and the webhook outbox are written inside the store's end-of-session
+        # and end-of-run transactions; the worker and the biller send them after.
+        self._webhooks = WebhookStore(store)
+        self._webhooks.install()
+        self._usage = UsageStore(store)
+        self._usage.install()
+        self._worker: WebhookWorker | None = None
+        self._biller: StripeBiller | None = None
         # Runs with a credential log in through Understudy's vault (`_safety/_login.py`).
         self._credentials = credentials
 
@@ -133,13 +143,44 @@ class RunServices:
                 else None
             ),
         )
+        self._start_delivery()
         resumed = await self._orchestrator.start()
         if resumed:
             log.info("resumed %d run(s): %s", len(resumed), ", ".join(resumed))
 
+    def _start_delivery(self) -> None:
+        """Start the webhook worker and (with a Stripe key) the biller; both resume from rows."""
+        s = self._settings
+        worker = WebhookWorker(
+            self._webhooks,
+            settings=WorkerSettings(
+                retry_schedule=s.webhook_retry_schedule,
+                timeout_s=s.webhook_timeout_s,
+                allow_loopback=s.allow_loopback,
+            ),
+        )
+        worker.start()
+        self._worker = worker
+        self._store.run_ended_hooks.append(lambda _: worker.wake())
+        self._store.session_ended_hooks.append(lambda _: worker.wake())
+        if s.stripe_api_key:
+            biller = StripeBiller(
+                self._usage,
+                BillerSettings(
+                    api_key=s.stripe_api_key, api_base=s.stripe_api_base, meters=s.stripe_meters
+                ),
+            )
+            biller.start()
+            self._biller = biller
+            self._store.session_ended_hooks.append(lambda _: biller.wake())
+
     async def stop(self) -> None:
         if self._orchestrator is not None:
             await self._orchestrator.close()
+        if self._worker is not None:
+            await self._worker.stop()
+        if self._biller is not None:
+            await self._biller.stop()
         for task in list(self._cancels):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

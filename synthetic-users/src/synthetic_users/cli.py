@@ -1,8 +1,12 @@
 """`synthetic-users`: serve the API, migrate its database, create API keys.
 
     synthetic-users serve [--host H] [--port P]   the API (and the orchestrator) until Ctrl-C
+    synthetic-users serve --api-only              the API alone: runs are written and stay
+                                                  queued until a full service resumes them
     synthetic-users migrate                       create the database or apply pending migrations
     synthetic-users keys create --customer C      print a new API key for customer C, once
+    synthetic-users billing set-customer --customer C --stripe-customer cus_…
+                                                  bill customer C's usage to that Stripe customer
     synthetic-users --version
 
 Settings come from the environment (`_config.py`); `--data-dir` overrides
@@ -33,6 +37,7 @@ if TYPE_CHECKING:
     from synthetic_users._safety._credentials import Credentials
 
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+STRIPE_CUSTOMER: Final = re.compile(r"cus_[A-Za-z0-9]{1,64}")
 LOCK_FILE: Final = "service.lock"
 
 
@@ -79,7 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(settings)
     if args.command == "keys":
         return _create_key(settings, args.customer)
-    return _serve(settings, args.host, args.port)
+    if args.command == "billing":
+        return _set_billing_customer(settings, args.customer, args.stripe_customer)
+    return _serve(settings, args.host, args.port, api_only=args.api_only)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -94,11 +101,23 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the API until Ctrl-C")
     serve.add_argument("--host", help="overrides SYNTHETIC_USERS_HOST")
     serve.add_argument("--port", type=int, help="overrides SYNTHETIC_USERS_PORT (0: any free)")
+    serve.add_argument(
+        "--api-only",
+        action="store_true",
+        help="no orchestrator: runs stay queued until a full service starts (needs no Understudy)",
+    )
     commands.add_parser("migrate", help="create the database or apply pending migrations")
     keys = commands.add_parser("keys", help="API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = key_commands.add_parser("create", help="print a new API key once")
     create.add_argument("--customer", required=True, help="the customer it belongs to")
+    billing = commands.add_parser("billing", help="Stripe billing of usage")
+    billing_commands = billing.add_subparsers(dest="billing_command", required=True)
+    set_customer = billing_commands.add_parser(
+        "set-customer", help="bill a customer's usage to a Stripe customer"
+    )
+    set_customer.add_argument("--customer", required=True, help="the Synthetic Users customer")
+    set_customer.add_argument("--stripe-customer", required=True, help="its Stripe id, cus_…")
     return parser
 
 
@@ -142,7 +161,26 @@ def _create_key(settings: Settings, customer: str) -> int:
     return 0
 
 
-def _serve(settings: Settings, host: str | None, port: int | None) -> int:
+def _set_billing_customer(settings: Settings, customer: str, stripe_customer: str) -> int:
+    if not CUSTOMER.fullmatch(customer):
+        return _fail("--customer must be lower-case letters, digits, '-' or '_' (at most 63)")
+    if not STRIPE_CUSTOMER.fullmatch(stripe_customer):
+        return _fail("--stripe-customer must be a Stripe customer id, like cus_NffrFeUfNV2Hib")
+    from synthetic_users._usage import UsageStore
+
+    try:
+        store = _open(settings)
+    except (SchemaTooNewError, OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    try:
+        UsageStore(store).set_stripe_customer(customer, stripe_customer)
+    finally:
+        store.close()
+    print(f"synthetic-users: usage of {customer!r} is billed to {stripe_customer}", file=sys.stderr)
+    return 0
+
+
+def _serve(settings: Settings, host: str | None, port: int | None, *, api_only: bool) -> int:
     from synthetic_users._artifacts import DirectoryStore
 
     settings = replace(
@@ -171,7 +209,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
             "--port (or SYNTHETIC_USERS_PORT) a free port"
         )
     try:
-        return _run(settings, store, artifacts, listener)
+        return _run(settings, store, artifacts, listener, api_only=api_only)
     finally:
         store.close()
         os.close(lock)
@@ -208,18 +246,26 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _run(
-    settings: Settings, store: Store, artifacts: ArtifactStore, listener: socket.socket
+    settings: Settings,
+    store: Store,
+    artifacts: ArtifactStore,
+    listener: socket.socket,
+    *,
+    api_only: bool,
 ) -> int:
     import uvicorn
 
-    from synthetic_users._api import RunDefaults, create_app
+    from synthetic_users._api import IdleServices, RunDefaults, create_app
     from synthetic_users._safety._credentials import MasterKeyError
     from synthetic_users._safety._masking import configure_service_logging
     from synthetic_users._service import ServiceConfigError
 
+    services: Services
     try:
         credentials = credentials_for(settings, store)
-        services = build_services(settings, store, artifacts, credentials)
+        services = (
+            IdleServices() if api_only else build_services(settings, store, artifacts, credentials)
+        )
     except (ServiceConfigError, MasterKeyError) as exc:
         return _fail(str(exc))
     app = create_app(
@@ -227,6 +273,7 @@ def _run(
         artifacts,
         services=services,
         defaults=RunDefaults(turn_budget=settings.default_turn_budget, model=settings.model),
+        allow_loopback=settings.allow_loopback,
         credentials=credentials,
     )
     bound = listener.getsockname()[1]

@@ -9,6 +9,7 @@ from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
 from synthetic_users._api._credentials import CREDENTIAL_ROUTES
+from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
 from synthetic_users._api._services import IdleServices
@@ -46,7 +47,7 @@ class _Callbacks(IdleServices):
 async def reference() -> Response[Any]:
     # Packaged with the code by codegen, so an installed wheel serves the same page.
     page = resources.files("synthetic_users.generated").joinpath("reference/api.html")
-    return Response(page.read_bytes(), media_type="text/html; charset=utf-8")
+    return Response(page.read_bytes(), media_type="text/html")
 
 
 def create_app(
@@ -57,6 +58,7 @@ def create_app(
     on_run_created: Callable[[RunRecord], None] | None = None,
     on_run_cancelled: Callable[[RunRecord], None] | None = None,
     defaults: RunDefaults | None = None,
+    allow_loopback: bool = False,
     credentials: Credentials | None = None,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
@@ -70,6 +72,8 @@ def create_app(
             durable, before the `202`); it must not block.
         on_run_cancelled: Likewise, for each run cancelled.
         defaults: `turn_budget` and `model` of a run whose request leaves them out.
+        allow_loopback: Accept loopback webhook endpoints (`http://127.0.0.1:…`), for local
+            development only.
         credentials: Where `POST /credentials` seals passwords (`serve` passes the one under
             the service's master key). Default: a throw-away master key for this process, so
             what is stored cannot be decrypted after a restart (tests only).
@@ -78,7 +82,13 @@ def create_app(
         services = _Callbacks(on_run_created, on_run_cancelled)
     elif on_run_created is not None or on_run_cancelled is not None:
         raise TypeError("pass services or the on_run_* callbacks, not both")
-    state = ApiState(store, artifacts, services, defaults or RunDefaults())
+    state = ApiState(
+        store,
+        artifacts,
+        services,
+        defaults or RunDefaults(),
+        credentials or Credentials(store.db, Keyring.ephemeral()),
+    )
 
     async def startup() -> None:
         await state.services.start()
@@ -86,8 +96,18 @@ def create_app(
     async def shutdown() -> None:
         await state.services.stop()
 
+    # Imported here, not at the top: the dashboard's modules import the API's.
+    from synthetic_users._dashboard import dashboard_router
+
     app = Litestar(
-        route_handlers=[*ROUTES, *CREDENTIAL_ROUTES, reference],
+        # The dashboard (issue 18): its own router, pages under /dashboard.
+        route_handlers=[
+            *ROUTES,
+            *HOOK_ROUTES,
+            *CREDENTIAL_ROUTES,
+            reference,
+            dashboard_router(),
+        ],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,
@@ -99,5 +119,5 @@ def create_app(
         debug=False,
     )
     app.state.api = state
-    app.state.credentials = credentials or Credentials(store.db, Keyring.ephemeral())
+    app.state.allow_loopback = allow_loopback
     return app

@@ -29,7 +29,9 @@ _NOT_FOUND: Final = "no credential with this id"
 
 
 def _credentials(request: Request[Any, Any, Any]) -> Credentials:
-    credentials: Credentials = request.app.state.credentials
+    credentials: Credentials | None = request.app.state.api.credentials
+    if credentials is None:  # pragma: no cover - create_app always sets one
+        raise ProblemError(500, "internal_error", "credentials are not configured")
     return credentials
 
 
@@ -61,13 +63,15 @@ def _record(request: Request[Any, Any, Any], who: str, credential_id: str) -> Cr
 
 
 def check_run_credential(
-    request: Request[Any, Any, Any], who: str, credential_id: str | None
+    credentials: Credentials | None, who: str, credential_id: str | None
 ) -> None:
     """`400` on `/credential_id` unless it is None or names one of `who`'s credentials."""
     if credential_id is None:
         return
     try:
-        _credentials(request).get(who, credential_id)
+        if credentials is None:
+            raise CredentialNotFound(credential_id)
+        credentials.get(who, credential_id)
     except CredentialNotFound:
         raise field_error(
             "/credential_id", "no such credential; store one with POST /credentials"

@@ -32,6 +32,7 @@ TITLES: Final[dict[str, str]] = {
     "method_not_allowed": "Method not allowed",
     "payload_too_large": "Payload too large",
     "internal_error": "Internal error",
+    "webhook_not_found": "Webhook not found",
 }
 
 

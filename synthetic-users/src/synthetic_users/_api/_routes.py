@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath
 
 from synthetic_users._api import _views
 from synthetic_users._api._credentials import check_run_credential
@@ -35,6 +36,7 @@ from synthetic_users.generated import models
 if TYPE_CHECKING:
     from synthetic_users._api._services import Services
     from synthetic_users._artifacts import ArtifactStore
+    from synthetic_users._safety._credentials import Credentials
     from synthetic_users._store import PersonaRecord, RunRecord, SessionRecord, Store
 
 JSON: Final = "application/json"
@@ -46,8 +48,9 @@ _SCREENSHOT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,123}\.png")
 # but its own inline styles and data: images (the report may quote text from the target site).
 MEDIA_TYPES: Final = {
     "report.json": JSON,
-    "report.md": "text/markdown; charset=utf-8",
-    "report.html": "text/html; charset=utf-8",
+    # Litestar adds `; charset=utf-8` to text/* itself.
+    "report.md": "text/markdown",
+    "report.html": "text/html",
     "transcript.json.gz": "application/gzip",
 }
 ARTIFACT_HEADERS: Final = {
@@ -74,6 +77,8 @@ class ApiState:
     artifacts: ArtifactStore
     services: Services
     defaults: RunDefaults
+    # Where `POST /credentials` seals passwords; a run's `credential_id` is checked against it.
+    credentials: Credentials | None = None
 
 
 def _state(request: Request[Any, Any, Any]) -> ApiState:
@@ -127,7 +132,20 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     key = idempotency_key(request)
-    data = await json_body(request)
+    run, created = submit_run(state, who, await json_body(request), key)
+    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
+    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+
+
+def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[RunRecord, bool]:
+    """Validate a `RunRequest` document, write the run and tell the services; `POST /runs`.
+
+    The dashboard's form calls this too, so both refuse the same requests with the same
+    field errors. Returns the run and whether it was created now (False: an idempotent replay).
+
+    Raises:
+        ProblemError: `400 validation_failed` (JSON pointers into `data`), `409` on a reused key.
+    """
     req = run_request(data)
     personas: list[dict[str, Any]] = []
     missing: list[dict[str, str]] = []
@@ -143,7 +161,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
             personas.append(persona.to_wire())
     if missing:
         raise validation_failed(missing)
-    check_run_credential(request, who, req.credential_id)
+    check_run_credential(state.credentials, who, req.credential_id)
     new = NewRun(
         target_url=req.target_url,
         task=req.task,
@@ -167,8 +185,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
         ) from None
     if created:
         state.services.run_created(run)
-    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
-    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+    return run, created
 
 
 @get("/runs")
@@ -184,7 +201,7 @@ async def list_runs(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/runs/{run_id:str}")
-async def get_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def get_run(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
     view = _views.run_view(run, state.store.sessions(run_id), state.store.reactions(run_id=run_id))
@@ -192,7 +209,7 @@ async def get_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]
 
 
 @delete("/runs/{run_id:str}", status_code=200)
-async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def cancel_run(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     _run(state, who, run_id)
@@ -205,7 +222,7 @@ async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[A
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}")
 async def get_session(
-    request: Request[Any, Any, Any], run_id: str, session_id: str
+    request: Request[Any, Any, Any], run_id: FromPath[str], session_id: FromPath[str]
 ) -> Response[Any]:
     state = _state(request)
     _run(state, customer(request), run_id)
@@ -239,7 +256,7 @@ def _session(state: ApiState, run_id: str, session_id: str) -> SessionRecord:
         "/runs/{run_id:str}/report.html",
     ]
 )
-async def run_report(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def run_report(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
     name = request.url.path.rsplit("/", 1)[1]
@@ -258,7 +275,7 @@ async def run_report(request: Request[Any, Any, Any], run_id: str) -> Response[A
     ]
 )
 async def session_artifact(
-    request: Request[Any, Any, Any], run_id: str, session_id: str
+    request: Request[Any, Any, Any], run_id: FromPath[str], session_id: FromPath[str]
 ) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
@@ -270,7 +287,10 @@ async def session_artifact(
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}/screenshots/{name:str}")
 async def screenshot(
-    request: Request[Any, Any, Any], run_id: str, session_id: str, name: str
+    request: Request[Any, Any, Any],
+    run_id: FromPath[str],
+    session_id: FromPath[str],
+    name: FromPath[str],
 ) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
@@ -318,14 +338,14 @@ async def list_personas(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/personas/{persona_id:str}")
-async def get_persona(request: Request[Any, Any, Any], persona_id: str) -> Response[Any]:
+async def get_persona(request: Request[Any, Any, Any], persona_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     return _json(_views.saved_persona(_persona(state, who, persona_id)))
 
 
 @delete("/personas/{persona_id:str}", status_code=204)
-async def delete_persona(request: Request[Any, Any, Any], persona_id: str) -> None:
+async def delete_persona(request: Request[Any, Any, Any], persona_id: FromPath[str]) -> None:
     state = _state(request)
     who = customer(request)
     _persona(state, who, persona_id)

@@ -2,8 +2,9 @@
 
 Storage: `Store.record_turn`, `Store.record_reaction` and `Store.set_session_state` pass every
 text they write through `mask_turn` / `PiiMasker.mask` with the session's masker
-(`session_masker`); `Store.set_run_state` masks a run's reason with the en-US masker. Transcripts and reports are built only from stored turns and reactions
-(`_publish.py`), so they inherit the masking; screenshots' alt text is the reaction note, masked
+(`session_masker`); `Store.set_run_state` masks a run's reason with the en-US masker.
+Transcripts and reports are built only from stored turns and reactions (`_publish.py`), so they
+inherit the masking; screenshots' alt text is the reaction note, masked
 the same way. What is masked in a turn (the spec's `Turn`):
 
 - `observation.url` and `observation.title`;

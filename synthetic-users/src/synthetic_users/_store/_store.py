@@ -75,6 +75,11 @@ class Store:
         self.clock = clock
         self._keys: dict[str, str] = {}  # digest -> customer: the auth hot path
         self._keys_version = -1
+        # Called inside the transaction that moves a run (a session) to a terminal state, with
+        # the ended record: the webhook outbox and the usage meter write there, so their rows
+        # exist exactly when the state change does. A hook that raises rolls the change back.
+        self.run_ended_hooks: list[Callable[[RunRecord], object]] = []
+        self.session_ended_hooks: list[Callable[[SessionRecord], object]] = []
         self._maskers: dict[str, PiiMasker] = {}  # session -> its PII masker
 
     @classmethod
@@ -310,6 +315,7 @@ class Store:
                 "WHERE run_id = ? AND status = ?",
                 (SessionState.CANCELLED, now, run_id, SessionState.QUEUED),
             )
+            self._ended_run(run_id)
         return self.get_run(run_id), True
 
     def is_cancelled(self, run_id: str) -> bool:
@@ -385,6 +391,10 @@ class Store:
                 "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE session_id = ?",
                 (target, reason, target.terminal, self.clock(), session_id),
             )
+            if target.terminal:
+                ended = self.get_session(session_id)
+                for hook in self.session_ended_hooks:
+                    hook(ended)
         return self.get_session(session_id)
 
     def set_run_state(
@@ -415,7 +425,14 @@ class Store:
                     run_id,
                 ),
             )
+            if target.terminal:
+                self._ended_run(run_id)
         return self.get_run(run_id)
+
+    def _ended_run(self, run_id: str) -> None:
+        ended = self.get_run(run_id)
+        for hook in self.run_ended_hooks:
+            hook(ended)
 
     def bump_generation(self, session_id: str) -> int:
         """Start the session's next browser generation; returns its number.
@@ -486,6 +503,8 @@ class Store:
                     ref=reaction.ref,
                     screenshot=reaction.screenshot,
                     created_at=reaction.created_at.timestamp(),
+                    kind=reaction.kind,
+                    element=reaction.element,
                 )
         return True
 
@@ -501,6 +520,8 @@ class Store:
         ref: str | None = None,
         screenshot: str | None = None,
         created_at: float | None = None,
+        kind: str | None = None,
+        element: str | None = None,
     ) -> bool:
         """Record a reaction as it happens (live progress); False when already recorded.
 
@@ -514,6 +535,7 @@ class Store:
         created_at = self.clock() if created_at is None else created_at
         masker = self._masker(self.get_session(session_id))
         note, url = masker.mask(note), masker.mask(url)
+        element = masker.mask(element) if element is not None else None
         models.Reaction.model_validate(
             {
                 "step": step,
@@ -524,6 +546,8 @@ class Store:
                 "ref": ref,
                 "screenshot": screenshot,
                 "created_at": created_at,
+                "kind": kind,
+                "element": element,
             }
         )
         with self.db.transaction() as conn:
@@ -539,6 +563,8 @@ class Store:
                 ref=ref,
                 screenshot=screenshot,
                 created_at=created_at,
+                kind=kind,
+                element=element,
             )
 
     def _insert_reaction(
@@ -546,8 +572,9 @@ class Store:
     ) -> bool:
         cursor = conn.execute(
             "INSERT OR IGNORE INTO reactions (session_id, run_id, generation, step, sentiment, "
-            "note, url, ref, screenshot, created_at) VALUES (:session_id, :run_id, :generation, "
-            ":step, :sentiment, :note, :url, :ref, :screenshot, :created_at)",
+            "note, url, ref, screenshot, created_at, kind, element) VALUES (:session_id, "
+            ":run_id, :generation, :step, :sentiment, :note, :url, :ref, :screenshot, "
+            ":created_at, :kind, :element)",
             {"session_id": session.session_id, "run_id": session.run_id, **fields},
         )
         return cursor.rowcount > 0

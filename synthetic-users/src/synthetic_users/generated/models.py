@@ -497,6 +497,222 @@ class TurnOutcome(WireModel):
     elapsed_ms: Annotated[float, Field(ge=0.0)]
 
 
+class UsageEvent(WireModel):
+    """
+    What one persona session used. `browser_minutes` sums each browser generation's time; tokens sum the turns' model usage. `billed`: every Stripe meter event of it was posted.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    usage_id: Annotated[str, Field(pattern="^use_[0-9a-f]{32}$")]
+    run_id: RunId
+    session_id: SessionId
+    browser_minutes: Annotated[float, Field(ge=0.0)]
+    turns: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0)]
+    created_at: Timestamp
+    billed: bool
+
+
+class UsageTotals(WireModel):
+    """
+    Sums over every usage event the filters select (all pages).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    sessions: Annotated[int, Field(ge=0)]
+    browser_minutes: Annotated[float, Field(ge=0.0)]
+    turns: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0)]
+
+
+class UsageList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    usage: list[UsageEvent]
+    totals: UsageTotals
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+WebhookId = TypeAliasType(
+    "WebhookId",
+    Annotated[
+        str,
+        Field(
+            examples=["whk_3b9d2f0e6c1a4d7e8f9a0b1c2d3e4f50"],
+            pattern="^whk_[0-9a-f]{32}$",
+            title="WebhookId",
+        ),
+    ],
+)
+"""
+Server-assigned id of a webhook endpoint: `whk_` and 32 lower-case hex digits.
+"""
+
+
+WebhookEventType = TypeAliasType(
+    "WebhookEventType",
+    Annotated[
+        Literal["run.completed", "session.completed"],
+        Field(examples=["run.completed"], title="WebhookEventType"),
+    ],
+)
+"""
+`run.completed`: a run ended (completed, failed or cancelled; `data.status` says which). `session.completed`: a persona session that was started ended.
+"""
+
+
+class WebhookRequest(WireModel):
+    """
+    A new endpoint: an `https` URL to a public host (`http` to a loopback address only when the operator allows loopback for development), and the events it wants.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    url: Annotated[str, Field(max_length=2048, min_length=1)]
+    events: Annotated[list[WebhookEventType], Field(max_length=2, min_length=1)]
+
+
+class Webhook(WireModel):
+    """
+    A webhook endpoint (never with its secret). `disabled`: it answered 410 Gone, and gets nothing more.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhook_id: WebhookId
+    url: str
+    events: list[WebhookEventType]
+    status: Literal["active", "disabled"]
+    disabled_reason: Annotated[str | None, Field(max_length=500)] = None
+    created_at: Timestamp
+
+
+class WebhookCreated(WireModel):
+    """
+    The new endpoint with its signing secret, shown only in this answer: keep it to verify `webhook-signature`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhook_id: WebhookId
+    url: str
+    events: list[WebhookEventType]
+    status: Literal["active"]
+    created_at: Timestamp
+    secret: Annotated[str, Field(pattern="^whsec_[A-Za-z0-9+/=]{16,}$")]
+    """
+    `whsec_` and base64: the HMAC-SHA256 key is the base64-decoded part.
+    """
+
+
+class WebhookList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhooks: list[Webhook]
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+class DeliveryAttempt(WireModel):
+    """
+    One request to the endpoint: its HTTP status, or the error when there was no answer (a timeout, a refused connection).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    attempt: Annotated[int, Field(ge=1)]
+    attempted_at: Timestamp
+    status_code: Annotated[int | None, Field(ge=100, le=599)] = None
+    error: Annotated[str | None, Field(max_length=500)] = None
+    duration_ms: Annotated[float, Field(ge=0.0)]
+    next_retry_at: Timestamp | None = None
+
+
+class Delivery(WireModel):
+    """
+    One event for one endpoint: `pending` (an attempt is due at `next_attempt_at`), `delivered` (a 2xx), `failed` (retries spent, or a 410), `cancelled` (the endpoint was deleted or disabled first). `event_id` is the `webhook-id` header of every attempt.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    delivery_id: Annotated[str, Field(pattern="^dlv_[0-9a-f]{32}$")]
+    event_id: Annotated[str, Field(pattern="^msg_[0-9a-f]{32}$")]
+    event_type: WebhookEventType
+    subject_id: str | None = None
+    """
+    The run or session the event is about.
+    """
+    status: Literal["pending", "delivered", "failed", "cancelled"]
+    next_attempt_at: Timestamp | None = None
+    created_at: Timestamp
+    ended_at: Timestamp | None = None
+    attempts: list[DeliveryAttempt]
+
+
+class DeliveryList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    deliveries: list[Delivery]
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+class WebhookEventLinks(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    self: str
+    report_json: str
+    report_html: str
+
+
+class WebhookEventData(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    run_id: RunId
+    session_id: SessionId | None = None
+    status: Literal["completed", "failed", "cancelled"]
+    generation: Generation | None = None
+    turns: Annotated[int | None, Field(ge=0)] = None
+    ended_at: Timestamp
+    links: Annotated[WebhookEventLinks, Field(title="WebhookEventLinks")]
+
+
+class WebhookEvent(WireModel):
+    """
+    The JSON body POSTed to an endpoint. Ids, statuses and links only: no persona text, no secrets.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: WebhookEventType
+    timestamp: Timestamp
+    data: Annotated[WebhookEventData, Field(title="WebhookEventData")]
+
+
 class PersonaRef(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -740,12 +956,32 @@ class ValidationProblem(Problem):
     code: Literal["validation_failed", "invalid_json"]
 
 
+class PayloadTooLargeProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[413], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["payload_too_large"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
 class UnauthorizedProblem(Problem):
     model_config = ConfigDict(
         extra="forbid",
     )
     status: Annotated[Literal[401], Field(ge=400, le=599)]
     code: Annotated[Literal["unauthorized"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+
+
+class WebhookNotFoundProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[404], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["webhook_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
 
 
 class RunNotFoundProblem(Problem):
@@ -1256,11 +1492,11 @@ class RunRequest(WireModel):
         Field(
             max_length=2048,
             min_length=1,
-            pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
+            pattern="^[Hh][Tt][Tt][Pp][Ss]?://([^\\s/?#@:\\[\\]]+|\\[[0-9A-Fa-f:.]+\\])(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?([/?#]\\S*)?$",
         ),
     ]
     """
-    An absolute `http(s)` URL where every persona starts; its origin bounds where they may go.
+    An absolute `http(s)` URL (no user name or password) where every persona starts; its origin bounds where they may go.
     """
     task: Annotated[str, Field(max_length=4000, min_length=1)]
     """
@@ -1437,6 +1673,27 @@ class SyntheticUsersWire(WireModel):
     transcript: Transcript | None = None
     turn: Turn | None = None
     turn_outcome: Annotated[TurnOutcome | None, Field(alias="turnOutcome")] = None
+    usage_event: Annotated[UsageEvent | None, Field(alias="usageEvent")] = None
+    usage_totals: Annotated[UsageTotals | None, Field(alias="usageTotals")] = None
+    usage_list: Annotated[UsageList | None, Field(alias="usageList")] = None
+    webhook_id: Annotated[WebhookId | None, Field(alias="webhookId")] = None
+    webhook_event_type: Annotated[
+        WebhookEventType | None, Field(alias="webhookEventType")
+    ] = None
+    webhook_request: Annotated[WebhookRequest | None, Field(alias="webhookRequest")] = (
+        None
+    )
+    webhook: Webhook | None = None
+    webhook_created: Annotated[WebhookCreated | None, Field(alias="webhookCreated")] = (
+        None
+    )
+    webhook_list: Annotated[WebhookList | None, Field(alias="webhookList")] = None
+    delivery_attempt: Annotated[
+        DeliveryAttempt | None, Field(alias="deliveryAttempt")
+    ] = None
+    delivery: Delivery | None = None
+    delivery_list: Annotated[DeliveryList | None, Field(alias="deliveryList")] = None
+    webhook_event: Annotated[WebhookEvent | None, Field(alias="webhookEvent")] = None
     run_request: Annotated[RunRequest | None, Field(alias="runRequest")] = None
     run_persona: Annotated[RunPersona | None, Field(alias="runPersona")] = None
     persona_ref: Annotated[PersonaRef | None, Field(alias="personaRef")] = None
@@ -1464,8 +1721,14 @@ class SyntheticUsersWire(WireModel):
     validation_problem: Annotated[
         ValidationProblem | None, Field(alias="validationProblem")
     ] = None
+    payload_too_large_problem: Annotated[
+        PayloadTooLargeProblem | None, Field(alias="payloadTooLargeProblem")
+    ] = None
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
+    ] = None
+    webhook_not_found_problem: Annotated[
+        WebhookNotFoundProblem | None, Field(alias="webhookNotFoundProblem")
     ] = None
     run_not_found_problem: Annotated[
         RunNotFoundProblem | None, Field(alias="runNotFoundProblem")
@@ -1488,3 +1751,7 @@ class SyntheticUsersWire(WireModel):
     idempotency_conflict_problem: Annotated[
         IdempotencyConflictProblem | None, Field(alias="idempotencyConflictProblem")
     ] = None
+
+
+# uniqueItems (the generator does not enforce it; WireModel does).
+WebhookRequest.__unique_items__ = ("events",)
