@@ -21,11 +21,15 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
+| `SYNTHETIC_USERS_SMTP_HOST` / `_SMTP_PORT` | `127.0.0.1` / `2525` | inbox SMTP server; port `0`: off |
+| `SYNTHETIC_USERS_INBOX_DOMAIN` | `inbox.localhost` | the domain of every persona's address |
+| `SYNTHETIC_USERS_INBOX_MAX_BYTES` | `1048576` | the largest message the inbox accepts |
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
@@ -65,6 +69,11 @@ class Settings:
     headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
+    # -- inbox per session
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 2525  # 0: no inbox
+    inbox_domain: str = "inbox.localhost"
+    inbox_max_bytes: int = 1024 * 1024
 
     @property
     def db_path(self) -> Path:
@@ -132,6 +141,17 @@ def _model(value: str, variable: str) -> ModelKind:
     return cast("ModelKind", kind)
 
 
+_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_DOMAIN: Final = re.compile(rf"^(?=.{{1,253}}$)({_LABEL}\.)*{_LABEL}$")
+
+
+def _domain(value: str, variable: str) -> str:
+    domain = value.strip().lower().rstrip(".")
+    if not _DOMAIN.match(domain):
+        raise ConfigError(f"{variable} must be a domain name, like inbox.localhost")
+    return domain
+
+
 _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] = {
     "data_dir": (("SYNTHETIC_USERS_DATA_DIR",), _path),
     "host": (("SYNTHETIC_USERS_HOST",), _text),
@@ -149,6 +169,11 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
+    # -- inbox per session
+    "smtp_host": (("SYNTHETIC_USERS_SMTP_HOST",), _text),
+    "smtp_port": (("SYNTHETIC_USERS_SMTP_PORT",), _int(0, 65535)),
+    "inbox_domain": (("SYNTHETIC_USERS_INBOX_DOMAIN",), _domain),
+    "inbox_max_bytes": (("SYNTHETIC_USERS_INBOX_MAX_BYTES",), _int(1024, 64 * 1024 * 1024)),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 
