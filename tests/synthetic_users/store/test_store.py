@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from synthetic_users._store import (
+    MIGRATIONS,
     SCHEMA_VERSION,
     BadCursor,
     Database,
@@ -104,7 +105,7 @@ def reaction(step: int, note: str = "No label here", generation: int = 1) -> dic
 def test_migrations_create_every_table_on_an_empty_database(tmp_path: Path) -> None:
     db = Database(tmp_path / "empty.db")
     assert schema_version(db) == 0
-    assert migrate(db) == [SCHEMA_VERSION]
+    assert migrate(db) == [version for version, _, _ in MIGRATIONS]
     tables = {r["name"] for r in db.query("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"customers", "api_keys", "personas", "runs", "persona_sessions"} <= tables
     assert {"turns", "reactions"} <= tables
