@@ -180,3 +180,20 @@ async def test_a_taken_port_is_a_clear_error_naming_the_setting(inbox: Inbox) ->
     second = InboxServer(inbox.mailbox, host="127.0.0.1", port=inbox.server.port, max_bytes=LIMIT)
     with pytest.raises(InboxUnavailable, match="SYNTHETIC_USERS_SMTP_PORT"):
         await second.start()
+
+
+async def test_a_session_that_ends_between_rcpt_and_data_gets_no_mail(inbox: Inbox) -> None:
+    ada = inbox.sessions[0]
+    address = inbox.mailbox.address_for(ada)
+
+    def ends_midway() -> int:
+        with smtplib.SMTP("127.0.0.1", inbox.server.port, timeout=10) as client:
+            client.ehlo()
+            client.mail("shop@x.test")
+            assert client.rcpt(address)[0] == 250
+            inbox.store.set_session_state(ada, SessionState.COMPLETED)
+            code, _ = client.data(crlf(mail("late")))
+            return code
+
+    assert await asyncio.to_thread(ends_midway) == 550
+    assert inbox.mailbox.messages(ada) == []
