@@ -20,7 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from bench import connection_limits, overhead, roundtrip, scale, session_create, snapshot
+from bench import (
+    connection_limits,
+    overhead,
+    roundtrip,
+    scale,
+    session_create,
+    snapshot,
+    synthetic_runs,
+)
 from bench._context import Context
 from bench._report import Target, environment
 
@@ -38,6 +46,7 @@ BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
     "session_create": session_create,
     "connection_limits": connection_limits,
     "snapshot": snapshot,
+    "synthetic_runs": synthetic_runs,
 }
 
 

@@ -119,7 +119,7 @@ def render_synthetic_users(spec: Spec) -> dict[str, str]:
     """The Synthetic Users package's models and catalog, and its HTML API reference."""
     from codegen._docs import render_api_reference
 
-    wire = (TEMPLATES / "wire.py").read_text()
+    wire = _su_wire((TEMPLATES / "wire.py").read_text())
     models = _datamodel(spec, header=SU_HEADER).replace("__WIRE_PACKAGE__", SU_PACKAGE)
     reference = render_api_reference(spec, schema_files=tuple(spec.frame_files))
     return {
@@ -131,6 +131,22 @@ def render_synthetic_users(spec: Spec) -> dict[str, str]:
         f"{SU_PACKAGE_DIR}/reference/api.html": reference,
         SU_DOCS: reference,
     }
+
+
+def _su_wire(template: str) -> str:
+    """The base class template, its docstrings saying what this API's wire is (snake_case)."""
+    edits = {
+        "- Fields are snake_case in Python and camelCase on the wire; either name validates, the "
+        "wire name\n  serialises.\n": "- Fields are snake_case in Python and on the wire.\n",
+        "A JSON object of the Understudy wire protocol.": (
+            "A JSON object of the Synthetic Users API."
+        ),
+    }
+    for old, new in edits.items():
+        if old not in template:
+            raise SystemExit(f"codegen: templates/wire.py no longer says {old!r}; update _su_wire")
+        template = template.replace(old, new)
+    return template
 
 
 def action_names(spec: Spec) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import re
 from typing import Any
 
 import jsonschema
@@ -14,9 +15,9 @@ from openapi_spec_validator.readers import read_from_filename
 from pydantic import TypeAdapter
 
 import synthetic_users.generated.models as models
-from codegen._bundle import SU_OPENAPI, SU_SCHEMAS, SpecError, load_synthetic_users
+from codegen._bundle import ROOT, SU_OPENAPI, SU_SCHEMAS, SpecError, load_synthetic_users
 from codegen._checks import check_synthetic_users_meaning
-from codegen._outputs import action_names, problem_codes
+from codegen._outputs import GENERATED_DIRS, SU_PACKAGE_DIR, action_names, problem_codes
 
 SPEC = load_synthetic_users()
 EXAMPLES = [
@@ -183,3 +184,18 @@ def test_the_meaning_check_rejects_a_secured_operation_without_401() -> None:
     del api["paths"]["/personas"]["get"]["responses"]["401"]
     with pytest.raises(SpecError, match="/paths//personas/get: needs an API key"):
         check_synthetic_users_meaning(dataclasses.replace(SPEC, openapi=api))
+
+
+def test_check_codegen_covers_every_folder_codegen_writes() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(r"^GENERATED := ((?:.*\\\n)*.*)$", makefile, re.M)
+    assert match, "no GENERATED list in the Makefile"
+    listed = set(match.group(1).replace("\\\n", " ").split())
+    assert SU_PACKAGE_DIR in listed
+    assert set(GENERATED_DIRS) <= listed
+
+
+def test_the_generated_base_class_says_this_wire_is_snake_case() -> None:
+    wire = (ROOT / SU_PACKAGE_DIR / "_wire.py").read_text()
+    assert "camelCase" not in wire
+    assert "Synthetic Users API" in wire

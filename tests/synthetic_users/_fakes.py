@@ -79,6 +79,7 @@ class FakeSession:
     screenshots: int = 0
     id: uuid.UUID = field(default_factory=uuid.uuid4)
     closed: bool = False
+    closed_waiting: bool | None = None
 
     def _raise(self, name: str) -> None:
         exc = self.fail.pop(name, None)
@@ -94,8 +95,9 @@ class FakeSession:
     async def open(self) -> FakeSession:
         return self
 
-    async def close(self, **_: Any) -> None:
+    async def close(self, *, wait: bool = False, wait_timeout: float | None = None) -> None:
         self.closed = True
+        self.closed_waiting = wait
 
     async def snapshot(self, **_: Any) -> SnapshotResult:
         self._raise("snapshot")

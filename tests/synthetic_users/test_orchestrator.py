@@ -175,7 +175,8 @@ async def test_each_persona_runs_in_parallel_on_its_own_profile_and_the_run_comp
     # Two profiles, two devices, each session pinned to its own; origin = the target's.
     assert {o["device_id"] for o in h.understudy.opened} == {"dev-1", "dev-2"}
     assert all(o["allowed_origins"] == [SITE] for o in h.understudy.opened)
-    assert all(s.closed for s in h.understudy.sessions)
+    # Closed and waited for before the browser is wiped, so the device's capacity is free.
+    assert all(s.closed and s.closed_waiting for s in h.understudy.sessions)
     assert sorted(h.published.sessions) == sorted(s.session_id for s in sessions)
     assert h.published.runs == [run_id]
 
@@ -217,6 +218,7 @@ async def test_a_browser_process_that_dies_ends_its_generation_without_waiting_f
     assert session.status is SessionState.COMPLETED and session.generation == 2
     assert h.fleet.released[0] == ("dev-1", True)
     assert h.understudy.sessions[0].closed
+    assert h.understudy.sessions[0].closed_waiting is False  # a dead browser confirms nothing
 
 
 async def test_after_the_last_allowed_generation_the_session_fails_and_the_run_completes(

@@ -44,11 +44,12 @@ if TYPE_CHECKING:
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._store import RunRecord, SessionRecord, Store
-    from understudy_connector import AsyncClient
+    from understudy_connector import AsyncClient, AsyncSession
 
 log = logging.getLogger("synthetic_users.orchestrator")
 
 ACQUIRE_TIMEOUT_S = 120.0
+CLOSE_WAIT_S = 10.0  # how long a session may take to close before its browser is wiped
 BROWSER_WATCH_S = 0.25  # how often a generation checks that its browser process still runs
 
 
@@ -249,6 +250,16 @@ class Orchestrator:
         while self._fleet.alive(profile):  # noqa: ASYNC110
             await asyncio.sleep(BROWSER_WATCH_S)
 
+    async def _close(self, session: AsyncSession, *, alive: bool) -> None:
+        """End the Understudy session before its browser is wiped.
+
+        With the browser still running, wait until the session is closed: a browser killed while
+        its session is `closing` never confirms the close, and Understudy keeps the device's
+        capacity held (measured: still `closing` a minute later).
+        """
+        with contextlib.suppress(Exception):
+            await session.close(wait=alive, wait_timeout=CLOSE_WAIT_S if alive else None)
+
     async def _forget(self, understudy_session_id: str | None) -> None:
         """Delete a lost generation's Understudy session (best effort: it may be gone)."""
         if understudy_session_id is None:
@@ -308,8 +319,7 @@ class Orchestrator:
                 broken = True
                 raise
             finally:
-                with contextlib.suppress(Exception):
-                    await understudy_session.close()
+                await self._close(understudy_session, alive=self._fleet.alive(profile))
         finally:
             broken = broken or not self._fleet.alive(profile)
             await self._fleet.release(profile, broken=broken)

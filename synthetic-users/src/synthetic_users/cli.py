@@ -1,6 +1,8 @@
 """`synthetic-users`: serve the API, migrate its database, create API keys.
 
     synthetic-users serve [--host H] [--port P]   the API (and the orchestrator) until Ctrl-C
+    synthetic-users serve --api-only              the API alone: runs are written and stay
+                                                  queued until a full service resumes them
     synthetic-users migrate                       create the database or apply pending migrations
     synthetic-users keys create --customer C      print a new API key for customer C, once
     synthetic-users --version
@@ -66,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(settings)
     if args.command == "keys":
         return _create_key(settings, args.customer)
-    return _serve(settings, args.host, args.port)
+    return _serve(settings, args.host, args.port, api_only=args.api_only)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -81,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="serve the API until Ctrl-C")
     serve.add_argument("--host", help="overrides SYNTHETIC_USERS_HOST")
     serve.add_argument("--port", type=int, help="overrides SYNTHETIC_USERS_PORT (0: any free)")
+    serve.add_argument(
+        "--api-only",
+        action="store_true",
+        help="no orchestrator: runs stay queued until a full service starts (needs no Understudy)",
+    )
     commands.add_parser("migrate", help="create the database or apply pending migrations")
     keys = commands.add_parser("keys", help="API keys")
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
@@ -129,7 +136,7 @@ def _create_key(settings: Settings, customer: str) -> int:
     return 0
 
 
-def _serve(settings: Settings, host: str | None, port: int | None) -> int:
+def _serve(settings: Settings, host: str | None, port: int | None, *, api_only: bool) -> int:
     from synthetic_users._artifacts import DirectoryStore
 
     settings = replace(
@@ -158,7 +165,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
             "--port (or SYNTHETIC_USERS_PORT) a free port"
         )
     try:
-        return _run(settings, store, artifacts, listener)
+        return _run(settings, store, artifacts, listener, api_only=api_only)
     finally:
         store.close()
         os.close(lock)
@@ -195,15 +202,21 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _run(
-    settings: Settings, store: Store, artifacts: ArtifactStore, listener: socket.socket
+    settings: Settings,
+    store: Store,
+    artifacts: ArtifactStore,
+    listener: socket.socket,
+    *,
+    api_only: bool,
 ) -> int:
     import uvicorn
 
-    from synthetic_users._api import RunDefaults, create_app
+    from synthetic_users._api import IdleServices, RunDefaults, create_app
     from synthetic_users._service import ServiceConfigError
 
+    services: Services
     try:
-        services = build_services(settings, store, artifacts)
+        services = IdleServices() if api_only else build_services(settings, store, artifacts)
     except ServiceConfigError as exc:
         return _fail(str(exc))
     app = create_app(

@@ -13,6 +13,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
 
 from study.__main__ import PERSONAS, create_run, follow
@@ -157,3 +158,45 @@ def test_a_run_resumes_after_the_service_is_killed_mid_run(stack: StudyStack) ->
         kept = {(r["step"], r["note"]) for r in earlier["reactions"]}
         assert kept <= {(r["step"], r["note"]) for r in session["reactions"]}
         assert session["turn"] >= earlier["turn"]
+
+
+def test_cancelling_a_run_closes_its_sessions_and_keeps_partial_reports(
+    stack: StudyStack,
+) -> None:
+    run_id = create_run(stack, PERSONAS[:2])
+    deadline = time.monotonic() + 120
+    with stack.client() as http:
+        while not any(
+            s["turn"] >= 2
+            for s in http.get(f"/runs/{run_id}").raise_for_status().json()["sessions"]
+        ):
+            assert time.monotonic() < deadline, "the run never got going"
+            time.sleep(0.1)
+        cancelled = http.delete(f"/runs/{run_id}")
+        assert cancelled.status_code in (200, 202), cancelled.text
+        run = follow(stack, run_id, quiet=True)
+        assert run["status"] == "cancelled"
+        while any(s["status"] in ("queued", "running") for s in run["sessions"]):
+            assert time.monotonic() < deadline, f"sessions still going: {run['sessions']}"
+            time.sleep(0.1)
+            run = http.get(f"/runs/{run_id}").raise_for_status().json()
+        assert {s["status"] for s in run["sessions"]} <= {"cancelled", "completed"}
+        started = [s for s in run["sessions"] if s["turn"] > 0]
+        for session in started:
+            report = http.get(f"/runs/{run_id}/sessions/{session['session_id']}/report.json")
+            assert report.status_code == 200, report.text
+            assert report.json()["turns"] == session["turn"]
+        assert http.get(f"/runs/{run_id}/report.json").status_code == 200
+    # Every Understudy session of the run was closed: the fleet's devices hold no capacity.
+    understudy = started_service(stack)
+    key = (stack.root / "synthetic-users" / "understudy-api-key").read_text().strip()
+    with httpx.Client(base_url=understudy, headers={"Authorization": f"Bearer {key}"}) as us:
+        deadline = time.monotonic() + 30
+        while any(d["usedCapacity"] for d in us.get("/v1/devices").json()["devices"]):
+            assert time.monotonic() < deadline, "a cancelled run's session still holds a device"
+            time.sleep(0.2)
+
+
+def started_service(stack: StudyStack) -> str:
+    assert stack.understudy is not None
+    return stack.understudy.base_url

@@ -29,6 +29,7 @@ from synthetic_users._store import (
     schema_version,
     session_transition,
 )
+from synthetic_users._store._migrations import _statements
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -94,6 +95,9 @@ def reaction(step: int, note: str = "No label here", generation: int = 1) -> dic
         "sentiment": "confused",
         "note": note,
         "url": "https://shop.example/checkout",
+        "ref": "g1e9",
+        "kind": "unlabeled_control",
+        "element": "an unnamed textbox",
         "screenshot": f"step-{step:04d}.png",
         "created_at": "2026-12-01T09:00:01Z",
     }
@@ -117,6 +121,21 @@ def test_migrating_again_changes_nothing(tmp_path: Path) -> None:
     migrate(db)
     assert migrate(db) == []
     assert schema_version(db) == SCHEMA_VERSION
+
+
+def test_a_database_of_the_first_release_keeps_its_rows_and_gains_reaction_kinds(
+    tmp_path: Path,
+) -> None:
+    db = Database(tmp_path / "v1.db")
+    first_only = MIGRATIONS[:1]
+    for statement in _statements(first_only[0][2]):
+        db.execute(statement)
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO customers VALUES ('acme', 1.0)")
+    assert migrate(db) == [v for v, _, _ in MIGRATIONS[1:]]
+    assert db.one("SELECT customer_id FROM customers")[0] == "acme"  # type: ignore[index]
+    columns = {r["name"] for r in db.query("PRAGMA table_info(reactions)")}
+    assert {"kind", "element"} <= columns
 
 
 def test_a_database_from_a_newer_release_is_refused(tmp_path: Path) -> None:
@@ -305,7 +324,10 @@ def test_recording_a_turn_twice_is_a_no_op(store: Store) -> None:
     assert store.record_turn(sid, turn(1, reactions=[reaction(1)]))
     assert not store.record_turn(sid, turn(1, reactions=[reaction(1)]))
     assert len(store.turns(sid)) == 1
-    assert len(store.reactions(session_id=sid)) == 1
+    [kept] = store.reactions(session_id=sid)
+    # Every field of the turn's reaction is kept, kind and element included.
+    assert {**kept.to_wire(), "created_at": "-"} == {**reaction(1), "created_at": "-"}
+    assert kept.to_wire()["created_at"] == "2026-12-01T09:00:01.000Z"
     assert store.get_session(sid).turn == 1
 
 

@@ -44,7 +44,7 @@ class _Callbacks(IdleServices):
 async def reference() -> Response[Any]:
     # Packaged with the code by codegen, so an installed wheel serves the same page.
     page = resources.files("synthetic_users.generated").joinpath("reference/api.html")
-    return Response(page.read_bytes(), media_type="text/html; charset=utf-8")
+    return Response(page.read_bytes(), media_type="text/html")
 
 
 def create_app(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath
 
 from synthetic_users._api import _views
 from synthetic_users._api._parse import (
@@ -45,8 +46,9 @@ _SCREENSHOT: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,123}\.png")
 # but its own inline styles and data: images (the report may quote text from the target site).
 MEDIA_TYPES: Final = {
     "report.json": JSON,
-    "report.md": "text/markdown; charset=utf-8",
-    "report.html": "text/html; charset=utf-8",
+    # Litestar adds `; charset=utf-8` to text/* itself.
+    "report.md": "text/markdown",
+    "report.html": "text/html",
     "transcript.json.gz": "application/gzip",
 }
 ARTIFACT_HEADERS: Final = {
@@ -182,7 +184,7 @@ async def list_runs(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/runs/{run_id:str}")
-async def get_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def get_run(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
     view = _views.run_view(run, state.store.sessions(run_id), state.store.reactions(run_id=run_id))
@@ -190,7 +192,7 @@ async def get_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]
 
 
 @delete("/runs/{run_id:str}", status_code=200)
-async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def cancel_run(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     _run(state, who, run_id)
@@ -203,7 +205,7 @@ async def cancel_run(request: Request[Any, Any, Any], run_id: str) -> Response[A
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}")
 async def get_session(
-    request: Request[Any, Any, Any], run_id: str, session_id: str
+    request: Request[Any, Any, Any], run_id: FromPath[str], session_id: FromPath[str]
 ) -> Response[Any]:
     state = _state(request)
     _run(state, customer(request), run_id)
@@ -237,7 +239,7 @@ def _session(state: ApiState, run_id: str, session_id: str) -> SessionRecord:
         "/runs/{run_id:str}/report.html",
     ]
 )
-async def run_report(request: Request[Any, Any, Any], run_id: str) -> Response[Any]:
+async def run_report(request: Request[Any, Any, Any], run_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
     name = request.url.path.rsplit("/", 1)[1]
@@ -256,7 +258,7 @@ async def run_report(request: Request[Any, Any, Any], run_id: str) -> Response[A
     ]
 )
 async def session_artifact(
-    request: Request[Any, Any, Any], run_id: str, session_id: str
+    request: Request[Any, Any, Any], run_id: FromPath[str], session_id: FromPath[str]
 ) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
@@ -268,7 +270,10 @@ async def session_artifact(
 
 @get("/runs/{run_id:str}/sessions/{session_id:str}/screenshots/{name:str}")
 async def screenshot(
-    request: Request[Any, Any, Any], run_id: str, session_id: str, name: str
+    request: Request[Any, Any, Any],
+    run_id: FromPath[str],
+    session_id: FromPath[str],
+    name: FromPath[str],
 ) -> Response[Any]:
     state = _state(request)
     run = _run(state, customer(request), run_id)
@@ -316,14 +321,14 @@ async def list_personas(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 @get("/personas/{persona_id:str}")
-async def get_persona(request: Request[Any, Any, Any], persona_id: str) -> Response[Any]:
+async def get_persona(request: Request[Any, Any, Any], persona_id: FromPath[str]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     return _json(_views.saved_persona(_persona(state, who, persona_id)))
 
 
 @delete("/personas/{persona_id:str}", status_code=204)
-async def delete_persona(request: Request[Any, Any, Any], persona_id: str) -> None:
+async def delete_persona(request: Request[Any, Any, Any], persona_id: FromPath[str]) -> None:
     state = _state(request)
     who = customer(request)
     _persona(state, who, persona_id)

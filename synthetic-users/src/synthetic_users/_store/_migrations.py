@@ -98,9 +98,17 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
         CREATE INDEX reactions_by_run ON reactions (run_id, reaction_id);
         """,
     ),
-    # -- inbox per session (issue 17 item 2) --------------------------------------------------
     (
         2,
+        "reactions name their kind and the element they are about",
+        """
+        ALTER TABLE reactions ADD COLUMN kind TEXT;
+        ALTER TABLE reactions ADD COLUMN element TEXT;
+        """,
+    ),
+    # -- inbox per session (issue 17 item 2) --------------------------------------------------
+    (
+        3,
         "each persona session's inbox address, and the mail it received",
         """
         ALTER TABLE persona_sessions ADD COLUMN inbox_address TEXT;

@@ -126,6 +126,8 @@ class ReactionRecord:
     ref: str | None
     screenshot: str | None
     created_at: float
+    kind: str | None = None  # the spec's `ReactionKind`, when the persona named it
+    element: str | None = None  # the element `ref` named, as the persona saw it
 
     def to_wire(self) -> dict[str, Any]:
         """The spec's `Reaction`."""
@@ -138,6 +140,10 @@ class ReactionRecord:
         }
         if self.ref is not None:
             wire["ref"] = self.ref
+        if self.kind is not None:
+            wire["kind"] = self.kind
+        if self.element is not None:
+            wire["element"] = self.element
         if self.screenshot is not None:
             wire["screenshot"] = self.screenshot
         wire["created_at"] = rfc3339(self.created_at)
@@ -156,6 +162,8 @@ class ReactionRecord:
             ref=row["ref"],
             screenshot=row["screenshot"],
             created_at=row["created_at"],
+            kind=row["kind"],
+            element=row["element"],
         )
 
 

@@ -474,6 +474,8 @@ class Store:
                     ref=reaction.ref,
                     screenshot=reaction.screenshot,
                     created_at=reaction.created_at.timestamp(),
+                    kind=reaction.kind,
+                    element=reaction.element,
                 )
         return True
 
@@ -489,6 +491,8 @@ class Store:
         ref: str | None = None,
         screenshot: str | None = None,
         created_at: float | None = None,
+        kind: str | None = None,
+        element: str | None = None,
     ) -> bool:
         """Record a reaction as it happens (live progress); False when already recorded.
 
@@ -510,6 +514,8 @@ class Store:
                 "ref": ref,
                 "screenshot": screenshot,
                 "created_at": created_at,
+                "kind": kind,
+                "element": element,
             }
         )
         with self.db.transaction() as conn:
@@ -525,6 +531,8 @@ class Store:
                 ref=ref,
                 screenshot=screenshot,
                 created_at=created_at,
+                kind=kind,
+                element=element,
             )
 
     def _insert_reaction(
@@ -532,8 +540,9 @@ class Store:
     ) -> bool:
         cursor = conn.execute(
             "INSERT OR IGNORE INTO reactions (session_id, run_id, generation, step, sentiment, "
-            "note, url, ref, screenshot, created_at) VALUES (:session_id, :run_id, :generation, "
-            ":step, :sentiment, :note, :url, :ref, :screenshot, :created_at)",
+            "note, url, ref, screenshot, created_at, kind, element) VALUES (:session_id, "
+            ":run_id, :generation, :step, :sentiment, :note, :url, :ref, :screenshot, "
+            ":created_at, :kind, :element)",
             {"session_id": session.session_id, "run_id": session.run_id, **fields},
         )
         return cursor.rowcount > 0

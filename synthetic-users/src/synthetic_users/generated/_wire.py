@@ -6,8 +6,7 @@
   name, and Python input with `None` is treated as absent. No schema in the spec admits null.
 - Arrays the spec marks `uniqueItems` (listed per class in `__unique_items__`, at the end of
   models.py) refuse a repeated item.
-- Fields are snake_case in Python and camelCase on the wire; either name validates, the wire name
-  serialises.
+- Fields are snake_case in Python and on the wire.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, model_validator
 
 
 class WireModel(BaseModel):
-    """A JSON object of the Understudy wire protocol."""
+    """A JSON object of the Synthetic Users API."""
 
     model_config = ConfigDict(
         extra="forbid",

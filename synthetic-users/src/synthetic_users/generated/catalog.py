@@ -302,6 +302,7 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
     "createRun": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
+        "413": ["payload_too_large"],
         "409": ["idempotency_conflict"],
     },
     "listRuns": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
@@ -334,7 +335,11 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
     },
-    "createPersona": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "createPersona": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "413": ["payload_too_large"],
+    },
     "listPersonas": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
     "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
     "deletePersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},

@@ -698,6 +698,16 @@ class ValidationProblem(Problem):
     code: Literal["validation_failed", "invalid_json"]
 
 
+class PayloadTooLargeProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[413], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["payload_too_large"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
 class UnauthorizedProblem(Problem):
     model_config = ConfigDict(
         extra="forbid",
@@ -1227,11 +1237,11 @@ class RunRequest(WireModel):
         Field(
             max_length=2048,
             min_length=1,
-            pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+([/?#]\\S*)?$",
+            pattern="^[Hh][Tt][Tt][Pp][Ss]?://([^\\s/?#@:\\[\\]]+|\\[[0-9A-Fa-f:.]+\\])(:(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4}))?([/?#]\\S*)?$",
         ),
     ]
     """
-    An absolute `http(s)` URL where every persona starts; its origin bounds where they may go.
+    An absolute `http(s)` URL (no user name or password) where every persona starts; its origin bounds where they may go.
     """
     task: Annotated[str, Field(max_length=4000, min_length=1)]
     """
@@ -1433,6 +1443,9 @@ class SyntheticUsersWire(WireModel):
     problem: Problem | None = None
     validation_problem: Annotated[
         ValidationProblem | None, Field(alias="validationProblem")
+    ] = None
+    payload_too_large_problem: Annotated[
+        PayloadTooLargeProblem | None, Field(alias="payloadTooLargeProblem")
     ] = None
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
