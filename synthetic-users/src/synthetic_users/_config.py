@@ -32,11 +32,15 @@ Webhook retries wait a random time up to each delay in turn (full jitter), by de
 5,30,120,600,3600,7200,14400,28800,28800 seconds: about 24 hours in all. Stripe meters default
 to `browser_minutes=synthetic_users_browser_minutes,model_tokens=synthetic_users_model_tokens`;
 the dimensions are `browser_minutes`, `turns`, `input_tokens`, `output_tokens`, `model_tokens`.
+| `SYNTHETIC_USERS_SMTP_HOST` / `_SMTP_PORT` | `127.0.0.1` / `2525` | inbox SMTP (`0`: off) |
+| `SYNTHETIC_USERS_INBOX_DOMAIN` | `inbox.localhost` | the domain of every persona's address |
+| `SYNTHETIC_USERS_INBOX_MAX_BYTES` | `1048576` | the largest message the inbox accepts |
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
@@ -94,6 +98,11 @@ class Settings:
     stripe_api_key: str | None = field(default=None, repr=False)
     stripe_api_base: str = "https://api.stripe.com"
     stripe_meters: dict[str, str] = field(default_factory=lambda: dict(STRIPE_METERS))
+    # -- inbox per session
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 2525  # 0: no inbox
+    inbox_domain: str = "inbox.localhost"
+    inbox_max_bytes: int = 1024 * 1024
 
     @property
     def db_path(self) -> Path:
@@ -188,6 +197,17 @@ def _meters(value: str, variable: str) -> dict[str, str]:
     return meters
 
 
+_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_DOMAIN: Final = re.compile(rf"^(?=.{{1,253}}$)({_LABEL}\.)*{_LABEL}$")
+
+
+def _domain(value: str, variable: str) -> str:
+    domain = value.strip().lower().rstrip(".")
+    if not _DOMAIN.match(domain):
+        raise ConfigError(f"{variable} must be a domain name, like inbox.localhost")
+    return domain
+
+
 _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] = {
     "data_dir": (("SYNTHETIC_USERS_DATA_DIR",), _path),
     "host": (("SYNTHETIC_USERS_HOST",), _text),
@@ -211,6 +231,11 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "stripe_api_key": (("STRIPE_API_KEY",), _secret),
     "stripe_api_base": (("STRIPE_API_BASE",), _url),
     "stripe_meters": (("STRIPE_METERS",), _meters),
+    # -- inbox per session
+    "smtp_host": (("SYNTHETIC_USERS_SMTP_HOST",), _text),
+    "smtp_port": (("SYNTHETIC_USERS_SMTP_PORT",), _int(0, 65535)),
+    "inbox_domain": (("SYNTHETIC_USERS_INBOX_DOMAIN",), _domain),
+    "inbox_max_bytes": (("SYNTHETIC_USERS_INBOX_MAX_BYTES",), _int(1024, 64 * 1024 * 1024)),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

@@ -6,6 +6,10 @@ the fleet, resume the runs the store says were queued or running) and stops it (
 without marking it, so the next start resumes them; stop every browser). `POST /runs` and
 `DELETE /runs/{id}` tell it of each run created and cancelled.
 
+Unless `SYNTHETIC_USERS_SMTP_PORT` is 0 it also runs the inbox's SMTP server (started before the
+orchestrator, so resumed sessions get their mail; stopped after it), and each persona session
+gets its own address at `SYNTHETIC_USERS_INBOX_DOMAIN`.
+
 The Understudy consumer key the service uses is created once through the operator API and kept
 in `<data dir>/understudy-api-key` (mode 0600), unless `UNDERSTUDY_API_KEY` names one.
 """
@@ -20,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from synthetic_users._artifacts import session_prefix
 from synthetic_users._fleet import LocalChromiumFleet
+from synthetic_users._inbox import InboxServer, InboxUnavailable, Mailbox
 from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
@@ -99,6 +104,8 @@ class RunServices:
         self._usage.install()
         self._worker: WebhookWorker | None = None
         self._biller: StripeBiller | None = None
+        self._mailbox: Mailbox | None = None
+        self._smtp: InboxServer | None = None
 
     async def start(self) -> None:
         s = self._settings
@@ -118,6 +125,7 @@ class RunServices:
             headless=not s.headed,
         )
         await self._fleet.start()
+        await self._start_inbox()
         self._orchestrator = Orchestrator(
             self._store,
             self._fleet,
@@ -126,6 +134,7 @@ class RunServices:
             Screenshots(self._store, self._artifacts),
             Publisher(self._store, self._artifacts),
             OrchestratorSettings(max_generations=s.max_generations),
+            inbox=self._mailbox,
         )
         self._start_delivery()
         resumed = await self._orchestrator.start()
@@ -168,12 +177,40 @@ class RunServices:
         for task in list(self._cancels):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self._stop_inbox()
         if self._fleet is not None:
             await self._fleet.close()
         if self._client is not None:
             await self._client.aclose()
         if self._operator is not None:
             await self._operator.aclose()
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    async def _start_inbox(self) -> None:
+        s = self._settings
+        if s.smtp_port == 0:
+            log.info("the inbox is off (SYNTHETIC_USERS_SMTP_PORT=0)")
+            return
+        mailbox = Mailbox(self._store, s.inbox_domain)
+        server = InboxServer(
+            mailbox, host=s.smtp_host, port=s.smtp_port, max_bytes=s.inbox_max_bytes
+        )
+        try:
+            await server.start()
+        except InboxUnavailable as exc:
+            raise ServiceConfigError(str(exc)) from exc
+        self._mailbox, self._smtp = mailbox, server
+
+    async def _stop_inbox(self) -> None:
+        if self._smtp is not None:
+            await self._smtp.stop()
+            self._smtp = None
+
+    @property
+    def inbox_port(self) -> int | None:
+        """The port the inbox listens on, or None when it is off."""
+        return self._smtp.port if self._smtp is not None else None
 
     def run_created(self, run: RunRecord) -> None:
         if self._orchestrator is not None:

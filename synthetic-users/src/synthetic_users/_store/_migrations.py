@@ -210,6 +210,27 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
             WHERE status = 'pending';
         """,
     ),
+    # -- inbox per session (issue 17 item 2) --------------------------------------------------
+    (
+        5,
+        "each persona session's inbox address, and the mail it received",
+        """
+        ALTER TABLE persona_sessions ADD COLUMN inbox_address TEXT;
+        CREATE UNIQUE INDEX persona_sessions_inbox ON persona_sessions (inbox_address)
+            WHERE inbox_address IS NOT NULL;
+        CREATE TABLE inbox_messages (
+            message_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES persona_sessions (session_id),
+            received_at REAL NOT NULL,
+            mail_from TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            body TEXT NOT NULL,
+            links TEXT NOT NULL,
+            size INTEGER NOT NULL
+        );
+        CREATE INDEX inbox_messages_by_session ON inbox_messages (session_id, message_id);
+        """,
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 

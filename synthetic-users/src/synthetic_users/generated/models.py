@@ -25,6 +25,8 @@ ActionName = TypeAliasType(
             "scroll",
             "navigate",
             "react",
+            "read_inbox",
+            "wait_for_email",
             "finish",
         ],
         Field(examples=["click"], title="ActionName"),
@@ -773,6 +775,10 @@ class SessionSummary(WireModel):
     The last turn persisted (0 before the first).
     """
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     reactions: list[Reaction]
     """
     Every reaction so far, of every generation, oldest first.
@@ -1186,6 +1192,58 @@ class ReactAction(WireModel):
     arguments: Annotated[ReactArguments, Field(title="ReactArguments")]
 
 
+class ReadInboxArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class ReadInboxAction(WireModel):
+    """
+    Open your email inbox (the address you give on the site) and read the messages received so far: sender, subject, time, the text and its numbered links. Follow a link with `navigate` and its URL; links off the site under study are refused.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["read_inbox"]
+    arguments: Annotated[ReadInboxArguments, Field(title="ReadInboxArguments")]
+
+
+class WaitForEmailArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    timeout_s: Annotated[int | None, Field(ge=1, le=60)] = None
+    """
+    How long to wait, in seconds (default 30).
+    """
+    subject_contains: Annotated[str | None, Field(max_length=200, min_length=1)] = None
+    """
+    Wait only for a message whose subject contains this text (case-insensitive).
+    """
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class WaitForEmailAction(WireModel):
+    """
+    Wait for a new email to arrive in your inbox (a confirmation, a one-time code), up to `timeout_s` seconds; with `subject_contains`, only for one whose subject contains that text. You then read it with its numbered links.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["wait_for_email"]
+    arguments: Annotated[WaitForEmailArguments, Field(title="WaitForEmailArguments")]
+
+
 class FinishArguments(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1328,6 +1386,8 @@ Action = TypeAliasType(
         | ScrollAction
         | NavigateAction
         | ReactAction
+        | ReadInboxAction
+        | WaitForEmailAction
         | FinishAction,
         Field(
             discriminator="name",
@@ -1438,6 +1498,10 @@ class SessionDetail(WireModel):
     status: SessionStatus
     turn: Annotated[int, Field(ge=0)]
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     failure_reason: Annotated[str | None, Field(max_length=2000)] = None
     started_at: Timestamp | None = None
     ended_at: Timestamp | None = None
@@ -1529,6 +1593,12 @@ class SyntheticUsersWire(WireModel):
         None
     )
     react_action: Annotated[ReactAction | None, Field(alias="reactAction")] = None
+    read_inbox_action: Annotated[
+        ReadInboxAction | None, Field(alias="readInboxAction")
+    ] = None
+    wait_for_email_action: Annotated[
+        WaitForEmailAction | None, Field(alias="waitForEmailAction")
+    ] = None
     finish_action: Annotated[FinishAction | None, Field(alias="finishAction")] = None
     action_name: Annotated[ActionName | None, Field(alias="actionName")] = None
     aggregate: Aggregate | None = None
