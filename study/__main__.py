@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from study._stack import CUSTOMER, ROOT, StudyStack, build_extension, started
+from demo.build import ROOT, build_extension
+from study._stack import CUSTOMER, StudyStack, started
 from study.shop import FLAWS
 
 TASK = "Buy a rain jacket and have it delivered to your home."
