@@ -4,7 +4,9 @@
 sessions for the fleet's Understudy tenant through the operator API, get a consumer key, start
 the fleet, resume the runs the store says were queued or running) and stops it (close every run
 without marking it, so the next start resumes them; stop every browser). `POST /runs` and
-`DELETE /runs/{id}` tell it of each run created and cancelled.
+`DELETE /runs/{id}` tell it of each run created and cancelled. It also owns the retention
+sweeper (`_retention.py`), and gives the orchestrator the target policy (`_safety/_ssrf.py`) to
+check each run's target again when it starts.
 
 The Understudy consumer key the service uses is created once through the operator API and kept
 in `<data dir>/understudy-api-key` (mode 0600), unless `UNDERSTUDY_API_KEY` names one.
@@ -23,6 +25,8 @@ from synthetic_users._fleet import LocalChromiumFleet
 from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
+from synthetic_users._retention import RetentionSweeper
+from synthetic_users._safety._ssrf import TargetPolicy
 from understudy_connector import AsyncClient, AsyncOperatorClient
 
 if TYPE_CHECKING:
@@ -89,6 +93,12 @@ class RunServices:
         self._fleet: LocalChromiumFleet | None = None
         self._orchestrator: Orchestrator | None = None
         self._cancels: set[asyncio.Task[None]] = set()
+        self._sweeper = RetentionSweeper(
+            store,
+            artifacts,
+            default_days=settings.retention_days,
+            interval_s=settings.retention_sweep_minutes * 60.0,
+        )
 
     async def start(self) -> None:
         s = self._settings
@@ -116,12 +126,15 @@ class RunServices:
             Screenshots(self._store, self._artifacts),
             Publisher(self._store, self._artifacts),
             OrchestratorSettings(max_generations=s.max_generations),
+            target_refusal=TargetPolicy(allow_loopback=s.allow_loopback_targets).refusal,
         )
         resumed = await self._orchestrator.start()
         if resumed:
             log.info("resumed %d run(s): %s", len(resumed), ", ".join(resumed))
+        await self._sweeper.start()
 
     async def stop(self) -> None:
+        await self._sweeper.stop()
         if self._orchestrator is not None:
             await self._orchestrator.close()
         for task in list(self._cancels):
