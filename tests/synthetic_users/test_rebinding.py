@@ -26,7 +26,7 @@ class ShopUnderstudy(FakeUnderstudy):
 
     def session(self, **kwargs: Any) -> FakeSession:
         fake = super().session(**kwargs)
-        fake.pages[RUN["target_url"]] = HOME
+        fake.pages[str(RUN["target_url"])] = HOME
         return fake
 
 
