@@ -156,6 +156,7 @@ async def test_an_idn_host_is_checked_and_resolved_in_its_punycode_form() -> Non
         (["169.254.169.254"], "a link-local address"),
         (["::ffff:10.0.0.1", PUBLIC], "a private network address"),
         (["100.100.1.1"], "a shared (carrier-grade NAT) address"),
+        (["127.0.0.1"], "a loopback address"),  # a public-looking name (`127.0.0.1.nip.io`)
         (["0.0.0.0"], "an unspecified address"),  # noqa: S104 (an answer, not a bind)
     ],
 )

@@ -27,10 +27,12 @@ caller could not reach from the internet:
   refuses the whole name: a browser may connect to any of them.
 
 The API checks at `POST /runs` and the orchestrator checks again when the run starts, because a
-name may resolve elsewhere minutes later (DNS rebinding). What remains is the window between
-that check and the browser's own lookup; it is bounded by Understudy's `allowedOrigins`, which
-pins every session to the target's origin (scheme, host and port), so a persona can never be
-navigated to another origin, internal or not.
+name may resolve elsewhere minutes later (DNS rebinding). Egress stays constrained by
+Understudy's `allowedOrigins`, which pins every session of the run to the target's origin
+(scheme, host and port): a persona can never be navigated, or navigate itself, to any other
+origin, internal or not. What this does not close is a name that rebinds *after* the start check
+while keeping its origin (a zero-TTL answer that changes between our lookup and the browser's);
+pinning the checked addresses in the browser (Chromium's `--host-resolver-rules`) would.
 
 Refusals never name an address the caller did not send: the reason says what kind of address
 the name resolved to, not which.
