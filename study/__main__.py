@@ -120,8 +120,16 @@ def summary(stack: StudyStack, run_id: str) -> str:
         f"Task success {aggregate['task_success_rate'] * 100:.0f}% across "
         f"{len(aggregate['personas'])} personas; median ease "
         f"{aggregate.get('median_ease', 'n/a')} of 7.",
-        "Issues, by how many personas met them:",
     ]
+    for persona in aggregate["personas"]:
+        tokens = persona.get("tokens") or {}
+        verdict = "done" if persona.get("success") else "not done"
+        lines.append(
+            f"  {persona['persona_name']:<16} task {verdict:<8} {persona.get('turns', 0):>3} turns "
+            f"{tokens.get('input_tokens', 0) + tokens.get('output_tokens', 0):>6} tokens  "
+            f"{persona.get('summary', '')}"
+        )
+    lines.append("Issues, by how many personas met them:")
     for issue in aggregate["issues"]:
         lines.append(f"  {issue['count']} x {issue['title']}")
     return "\n".join(lines)

@@ -42,6 +42,14 @@ FLAWS: dict[str, str] = {
     "dead-link": "the 'Shipping & returns' link in the navigation answers 404",
     "missing-alt": "the home page's banner image has no alt text",
 }
+# Words a reaction to each flaw is bound to contain, whoever wrote it (casefolded substrings).
+FLAW_CLUES: dict[str, tuple[str, ...]] = {
+    "unlabeled-field": ("postcode", "label"),
+    "slow-step": ("slow", "waited", "took", "long time"),
+    "confusing-error": ("e-4012", "which field", "could not be processed"),
+    "dead-link": ("404", "not found", "shipping-returns", "dead link", "broken link"),
+    "missing-alt": ("alt text", "alt=", "banner.svg", "no description"),
+}
 CONFUSING_ERROR = "Error E-4012: request could not be processed."
 DEAD_LINK_PATH = "/help/shipping-returns"
 COOKIE = "shop_session"
@@ -54,6 +62,12 @@ DEFAULT_SLOW_STEP_S = 2.5
 POSTCODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9 -]{2,8}[A-Za-z0-9]")
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
 EXPIRY = re.compile(r"(0[1-9]|1[0-2])\s*/\s*\d{2}")
+
+
+def flaws_in(note: str) -> set[str]:
+    """The flaws a reaction's note points at, by `FLAW_CLUES` (for the study's printout)."""
+    lowered = note.casefold()
+    return {flaw for flaw, clues in FLAW_CLUES.items() if any(c in lowered for c in clues)}
 
 
 @dataclass(frozen=True)
@@ -387,7 +401,8 @@ class DemoShop:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # A short poll interval: `stop()` returns within it.
+        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from demo.chromium import launch
-from study.shop import FLAWS, DemoShop
+from study.shop import FLAWS, DemoShop, flaws_in
 from synthetic_users._llm._base import (
     Exchange,
     Observation,
@@ -214,6 +214,8 @@ async def test_three_personas_react_to_every_flaw_and_one_completes_the_order(
         if r.note.startswith(prefix)
     }
     assert found == set(FLAWS), f"missing {set(FLAWS) - found}:\n{transcript}"
+    notes = [r.note for p in played for r in p.reactions]
+    assert set().union(*map(flaws_in, notes)) == set(FLAWS), "the study's matcher agrees"
     completed = [p for p in played if p.finished and p.finished["success"]]
     assert completed, transcript
     assert any(r.path.startswith("/order/") for r in shop.log()), "no order page was shown"

@@ -95,8 +95,12 @@ def create_app(
     async def shutdown() -> None:
         await state.services.stop()
 
+    # Imported here, not at the top: the dashboard's modules import the API's.
+    from synthetic_users._dashboard import dashboard_router
+
     app = Litestar(
-        route_handlers=[*ROUTES, reference],
+        # The dashboard (issue 18): its own router, pages under /dashboard.
+        route_handlers=[*ROUTES, reference, dashboard_router()],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,

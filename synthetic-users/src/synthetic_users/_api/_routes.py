@@ -159,6 +159,25 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
     who = customer(request)
     key = idempotency_key(request)
     data = await json_body(request)
+    run, created = await submit_run(state, who, data, key, limit_key=request.state.api_key_digest)
+    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
+    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+
+
+async def submit_run(
+    state: ApiState, who: str, data: Any, key: str | None, *, limit_key: str | None = None
+) -> tuple[RunRecord, bool]:
+    """Validate a `RunRequest` document, write the run and tell the services; `POST /runs`.
+
+    The dashboard's form calls this too, so both refuse the same requests with the same
+    field errors. Returns the run and whether it was created now (False: an idempotent replay).
+    The target must pass the target policy (its name resolved); the run is charged to the rate
+    limit of `limit_key` (the API key's digest; by default the customer's, for the dashboard).
+
+    Raises:
+        ProblemError: `400 validation_failed` (JSON pointers into `data`), `target_not_allowed`
+            or `target_unresolvable`; `409` on a reused key; `429` over a limit.
+    """
     req = run_request(data)
     personas: list[dict[str, Any]] = []
     missing: list[dict[str, str]] = []
@@ -190,8 +209,8 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
         # A replay answers the run it created, whatever the limits and the target's DNS say now.
         replay = state.store.replay(who, key, new.request_hash) if key is not None else None
         if replay is not None:
-            return _created(replay, created=False)
-        digest: str = request.state.api_key_digest
+            return replay, False
+        digest = limit_key or f"customer:{who}"
         refused = state.limits.take_run(digest)
         if refused is not None:
             raise _limited(refused)
@@ -216,12 +235,7 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
         ) from None
     if created:
         state.services.run_created(run)
-    return _created(run, created=created)
-
-
-def _created(run: RunRecord, *, created: bool) -> Response[Any]:
-    body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
-    return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
+    return run, created
 
 
 async def _check_target(state: ApiState, url: str) -> None:

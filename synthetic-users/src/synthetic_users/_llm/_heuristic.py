@@ -11,7 +11,8 @@ persona's digital literacy and patience might, and picks one action per turn:
 4. `click` the submit button of a form it has filled;
 5. `click` the link or button that best matches the task's and the persona's goals' words (with a
    seeded chance of a random one: more for lower literacy), or `type` the task into a search box;
-6. `navigate` back (or to the target) when nothing on the page moves it forward.
+6. `navigate` back (or to the target) on an error page or when nothing on the page moves it
+   forward.
 
 It is stateless: everything it knows comes from the `TurnRequest` (the observation, this
 generation's history and the prior reactions), and its random choices come from a generator
@@ -40,13 +41,14 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from synthetic_users._llm._base import PersonaProfile, TurnRequest
+    from understudy_connector.generated.models import SnapshotResult
 
 LABEL = "heuristic-persona v1 (offline, seeded; not a language model)"
 
 # How long a step may take, from the action until the page settled, before it feels slow.
 SLOW_STEP_MS = {"low": 1_000.0, "medium": 2_000.0, "high": 4_000.0}  # by patience
 # Moves (clicks, navigations) on one URL that change nothing before the persona feels stuck.
-STUCK_MOVES = {"low": 2, "medium": 3, "high": 5}  # by patience
+STUCK_MOVES = {"low": 3, "medium": 4, "high": 6}  # by patience; one fewer for low literacy
 # Negative reactions after which the persona gives up on the task.
 GIVE_UP_AFTER_NEGATIVE = {"low": 5, "medium": 7, "high": 9}  # by patience
 # Chance of clicking something at random instead of the best match, per navigation turn.
@@ -60,6 +62,17 @@ ISSUE_LABELS: dict[str, str] = {
     "unlabeled": "Unlabeled field",
     "missing-alt": "Image without alt text",
     "dead-end": "Dead end",
+}
+# How each problem is named in the spec's `ReactionKind`, so reports group it with the same
+# problem met by other personas (whatever words their notes use).
+REACTION_KINDS: dict[str, str] = {
+    "slow": "slow_load",
+    "error-page": "error_page",
+    "confusing-error": "confusing_error",
+    "validation": "validation_message",
+    "unlabeled": "unlabeled_control",
+    "missing-alt": "missing_alt_text",
+    "dead-end": "dead_end",
 }
 NEGATIVE_SENTIMENTS = frozenset({"confused", "frustrated", "angry"})
 
@@ -97,12 +110,23 @@ SUBMIT_WORDS = (
 )
 # Words on the way through a purchase or sign-up, worth following even when the task omits them.
 FUNNEL_BONUS = {"add to cart": 5, "add to basket": 5, "checkout": 5, "buy now": 5, "proceed": 3}
+ADDING = (
+    "add to cart",
+    "add to basket",
+    "buy now",
+)  # worth it only on the page of the thing wanted
+SEARCH_WORDS = 3  # at most this many words go into a search box
 CLICKED_PENALTY = 4  # per earlier click on an element of the same name
 TASK_WORD_WEIGHT = 3
 GOAL_WORD_WEIGHT = 4  # the persona's own goals come before the task's wording
 STOP_WORDS = frozenset(
     "a an the and or to of for your you my me it in on at with from as is be this that have has"
     " get some one them their then want need can will would like about".split()
+)
+# Words of a task that say what to do rather than what to look for ("buy", "delivered home").
+TASK_VERBS = frozenset(
+    "buy order purchase find look search book get have deliver delivered home ship shipped send"
+    " make try check".split()
 )
 
 # Which persona datum a field takes, by words in its label (all of a rule's words must appear).
@@ -216,14 +240,13 @@ class _PageBuilder:
         )
 
 
-def read_snapshot(url: str, title: str, snapshot: Any, text: str) -> Page:
+def read_snapshot(url: str, title: str, snapshot: SnapshotResult, text: str) -> Page:
     """The page from a snapshot's nodes when it has them, otherwise from its text."""
-    nodes = getattr(snapshot, "nodes", None) or []
-    if not nodes:
+    if not snapshot.nodes:
         return read_text(text, url, title)
     page = _PageBuilder(url, title)
-    for n in nodes:
-        detail = str((n.attributes or {}).get("src", "")) if n.attributes else ""
+    for n in snapshot.nodes:
+        detail = str((n.attributes or {}).get("src", ""))
         page.node(n.depth, n.role, n.name, n.ref, n.value or "", detail)
     return page.build()
 
@@ -251,6 +274,56 @@ def _header(line: str) -> tuple[str, str]:
     return url, title
 
 
+def _unquote(literal: str | None, *, python: bool = False) -> str:
+    """A quoted name or value as written (JSON in compact text, Python `repr` when rendered)."""
+    if not literal:
+        return ""
+    try:
+        return str(ast.literal_eval(literal) if python else json.loads(literal))
+    except (ValueError, SyntaxError):  # json.JSONDecodeError is a ValueError
+        return literal[1:-1]  # a page's odd text must not stop the persona
+
+
+def _read_rendered(page: _PageBuilder, line: re.Match[str]) -> None:
+    """One line of the connector's rendering: `  - textbox 'Email' [ref=g1e2, value='x']`."""
+    details = line.group("d") or ""
+    ref = re.search(r"ref=([\w-]+)", details)
+    held = re.search(r"value=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", details)
+    page.node(
+        len(line.group("indent")) // 2,
+        line.group("role"),
+        _unquote(line.group("name"), python=True),
+        ref.group(1) if ref else None,
+        _unquote(held.group(1) if held else None, python=True),
+        "",
+    )
+
+
+def _read_compact(page: _PageBuilder, line: str) -> None:
+    """One line of the compact form: a control, a heading, a container or text with links."""
+    depth = len(line) - len(line.lstrip(" "))
+    body = line.strip()
+    control = COMPACT_CONTROL.match(body)
+    if control and control.group("role") in ACTIONABLE_ROLES:
+        src = re.search(r"\bsrc=(\S+)", control.group("rest"))
+        page.node(
+            depth,
+            control.group("role"),
+            _unquote(control.group("name")),
+            control.group("ref"),
+            _unquote(control.group("value")),
+            src.group(1) if src else "",
+        )
+    elif heading := re.match(r"^h\d\s+(.*)$", body):
+        page.node(depth, "heading", heading.group(1), None, "", "")
+    elif container := CONTAINER_LINE.match(body):
+        page.node(depth, container.group(1), _unquote(container.group(2)), None, "", "")
+    else:
+        for name, ref in LINK.findall(body):
+            page.node(depth, "link", name, ref, "", "")
+        page.text(depth, LINK.sub(lambda m: m.group(1), body))
+
+
 def read_text(text: str, url: str = "", title: str = "") -> Page:
     """The page from a compact snapshot text or the connector's indented rendering."""
     lines = text.splitlines()
@@ -261,43 +334,9 @@ def read_text(text: str, url: str = "", title: str = "") -> Page:
     for line in lines:
         rendered = RENDERED_NODE.match(line)
         if rendered:
-            details = rendered.group("d") or ""
-            ref = re.search(r"ref=([\w-]+)", details)
-            held = re.search(r"value=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", details)
-            page.node(
-                len(rendered.group("indent")) // 2,
-                rendered.group("role"),
-                str(ast.literal_eval(rendered.group("name"))),
-                ref.group(1) if ref else None,
-                str(ast.literal_eval(held.group(1))) if held else "",
-                "",
-            )
-            continue
-        depth = len(line) - len(line.lstrip(" "))
-        body = line.strip()
-        control = COMPACT_CONTROL.match(body)
-        heading = re.match(r"^h\d\s+(.*)$", body)
-        if control and control.group("role") in ACTIONABLE_ROLES:
-            name = json.loads(control.group("name")) if control.group("name") else ""
-            value = json.loads(control.group("value")) if control.group("value") else ""
-            src = re.search(r"\bsrc=(\S+)", control.group("rest"))
-            page.node(
-                depth,
-                control.group("role"),
-                name,
-                control.group("ref"),
-                value,
-                src.group(1) if src else "",
-            )
-        elif heading:
-            page.node(depth, "heading", heading.group(1), None, "", "")
-        elif container := CONTAINER_LINE.match(body):
-            name = json.loads(container.group(2)) if container.group(2) else ""
-            page.node(depth, container.group(1), name, None, "", "")
+            _read_rendered(page, rendered)
         else:
-            for name, ref in LINK.findall(body):
-                page.node(depth, "link", name, ref, "", "")
-            page.text(depth, LINK.sub(lambda m: m.group(1), body))
+            _read_compact(page, line)
     return page.build()
 
 
@@ -469,7 +508,9 @@ class HeuristicPersona:
             observation.url, observation.title, observation.snapshot, observation.text
         )
         # Seeded from the request, not from earlier calls: a restarted persona chooses the same.
-        rng = random.Random(f"{self.seed}|{request.turn}|{page.url}")  # noqa: S311 - not crypto
+        # The path, not the URL: a site on another port (a test's) gets the same choices.
+        where = urlsplit(page.url)._replace(scheme="", netloc="").geturl()
+        rng = random.Random(f"{self.seed}|{request.turn}|{where}")  # noqa: S311 - not crypto
         turn = Turn(request, page, remember(request), rng)
         problems = observe(turn)
         ease = rate(turn, problems)
@@ -499,13 +540,19 @@ def next_move(turn: Turn, problems: Sequence[Problem]) -> tuple[tuple[str, dict[
     fresh = [p for p in problems if not turn.memory.reacted(p.prefix)]
     if fresh and not (len(fresh) == 1 and fresh[0].kind == "dead-end" and give_up(turn)):
         p = fresh[0]
-        arguments: dict[str, Any] = {"sentiment": p.sentiment, "note": f"{p.prefix} {p.note}"}
+        arguments: dict[str, Any] = {
+            "sentiment": p.sentiment,
+            "note": f"{p.prefix} {p.note}",
+            "kind": REACTION_KINDS[p.kind],
+        }
         if p.ref is not None:
             arguments["ref"] = p.ref
         return ("react", arguments), f"I noticed a problem worth reporting: {p.note}"
     if give_up(turn):
         summary = f"I gave up on '{page.title}' ({page.path}): too many problems on the way."
         return ("finish", {"success": False, "summary": summary}), summary
+    if is_error_page(page):
+        return recover(turn)  # what a person does on an error page: go back
     for step in (fill_next, submit_form, follow_best, search, recover):
         move = step(turn)
         if move is not None:
@@ -592,7 +639,7 @@ def stuck(turn: Turn) -> bool:
         if url != turn.page.url:
             break
         moves += move in ("click", "navigate", "press_key", "scroll")
-    limit: int = turn.level(STUCK_MOVES, turn.persona.patience)
+    limit: int = turn.level(STUCK_MOVES, turn.persona.patience) - turn.low_literacy
     return moves >= limit
 
 
@@ -657,13 +704,24 @@ def submit_form(turn: Turn) -> Move | None:
     return ("click", {"ref": button.ref}), reason
 
 
+def wanted(turn: Turn) -> set[str]:
+    """What the task is about: its content words without the ones that say what to do."""
+    return words(turn.request.task) - words(" ".join(TASK_VERBS))
+
+
+def on_wanted_page(turn: Turn) -> bool:
+    """Whether this page is about the thing the task wants (its heading or title says so)."""
+    about = words(" ".join((turn.page.title, *turn.page.headings)))
+    return not wanted(turn) or bool(about & wanted(turn))
+
+
 def score(turn: Turn, element: Element) -> int:
-    task, goals = words(turn.request.task), words(" ".join(turn.persona.goals))
+    task, goals = wanted(turn), words(" ".join(turn.persona.goals))
     name = words(element.name)
     points = TASK_WORD_WEIGHT * len(name & task) + GOAL_WORD_WEIGHT * len(name & goals)
     lowered = element.name.casefold()
     for phrase, bonus in FUNNEL_BONUS.items():
-        if phrase in lowered:
+        if phrase in lowered and (phrase not in ADDING or on_wanted_page(turn)):
             points += bonus
     count = re.search(r"\((\d+)\)", element.name)
     if count and int(count.group(1)) > 0 and ("cart" in lowered or "basket" in lowered):
@@ -705,7 +763,9 @@ def search(turn: Turn) -> Move | None:
     box = search_box(turn)
     if box is None:
         return None
-    query = " ".join(sorted(words(turn.request.task)))
+    # What a person types: the thing itself, in the task's own words and order.
+    things = [w for w in re.findall(r"[\w-]+", turn.request.task) if words(w) & wanted(turn)]
+    query = " ".join(things[:SEARCH_WORDS])
     reason = "Nothing here matches what I want, so I search for it."
     return ("type", {"ref": box.ref, "text": query, "submit": True}), reason
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -35,6 +36,25 @@ SessionScreenshots = Callable[[str, str], bytes | None]
 """Screenshots of a run's sessions: `(session_id, name) -> bytes`, None when missing."""
 
 FILE_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+STANDALONE = "_page.html"
+
+
+@dataclass(frozen=True)
+class ReportFrame:
+    """A page around a report other than report.html's own: the dashboard's layout.
+
+    The report renders from the same template, extending `template` (which defines the blocks
+    `title` and `content`) instead of the standalone page, and links its screenshots and persona
+    reports through `src` and `href` instead of embedding them.
+    """
+
+    environment: jinja2.Environment  # loads the report templates and `template`
+    template: str
+    src: Callable[..., str | None]  # as `src(name)` (session) or `src(session_id, name)`
+    href: Callable[[str], str] | None = None  # a persona report's address (aggregate)
+    context: Mapping[str, Any] = field(default_factory=dict)  # what `template` needs
+
+
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~])")
 _MD_LINE_START = re.compile(r"^(?:([-+=])|(\d+)([.)]))")
 _IMAGE_TYPES = ((b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"))
@@ -201,6 +221,7 @@ def render_session_html(
     screenshots: ScreenshotSource | None = None,
     *,
     transcript: Mapping[str, Any] | None = None,
+    frame: ReportFrame | None = None,
 ) -> str:
     """`report.html` of a persona session: one self-contained page.
 
@@ -210,10 +231,14 @@ def render_session_html(
             as a `data:` URI, and one that is missing is named instead.
         transcript: The session's transcript; when given, the report has a timeline of every
             step (action, outcome, ease, the model's reason, reactions).
+        frame: Render inside this page instead (the dashboard); `screenshots` is not used.
     """
-    template = report_environment().get_template("session.html")
     context = _session_context(report, transcript)
-    return template.render(context, src=_embedder(screenshots), csp=FILE_CSP)
+    if frame is not None:
+        template = frame.environment.get_template("session.html")
+        return template.render(context, **frame.context, src=frame.src, frame=frame.template)
+    template = report_environment().get_template("session.html")
+    return template.render(context, src=_embedder(screenshots), csp=FILE_CSP, frame=STANDALONE)
 
 
 def _aggregate_context(
@@ -261,6 +286,8 @@ def render_aggregate_html(
     aggregate: Mapping[str, Any],
     session_reports: Mapping[str, Mapping[str, Any]] | None = None,
     screenshots: SessionScreenshots | None = None,
+    *,
+    frame: ReportFrame | None = None,
 ) -> str:
     """The run's `report.html`: one self-contained page linking each persona's report.
 
@@ -269,9 +296,16 @@ def render_aggregate_html(
         session_reports: The sessions' `report.json` by session id, for the ease charts.
         screenshots: A loader of session screenshots; each issue shows the first screenshot of
             each persona who met it, embedded.
+        frame: Render inside this page instead (the dashboard); `screenshots` is not used.
     """
-    template = report_environment().get_template("aggregate.html")
     context = _aggregate_context(aggregate, session_reports or {})
+    if frame is not None:
+        template = frame.environment.get_template("aggregate.html")
+        links = frame.href or _file_href
+        return template.render(
+            context, **frame.context, src=frame.src, href=links, frame=frame.template
+        )
+    template = report_environment().get_template("aggregate.html")
 
     def src(session_id: str, name: str) -> str | None:
         if screenshots is None:
@@ -279,7 +313,8 @@ def render_aggregate_html(
         data = screenshots(session_id, name)
         return data_uri(data) if data else None
 
-    def href(session_id: str) -> str:
-        return f"sessions/{session_id}/report.html"
+    return template.render(context, src=src, href=_file_href, csp=FILE_CSP, frame=STANDALONE)
 
-    return template.render(context, src=src, href=href, csp=FILE_CSP)
+
+def _file_href(session_id: str) -> str:
+    return f"sessions/{session_id}/report.html"

@@ -108,6 +108,24 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
     ),
     (
         3,
+        "dashboard sign-ins (the dashboard's server-side sessions)",
+        """
+        -- One row per signed-in browser. The cookie carries a random id; only its SHA-256 digest
+        -- is stored, like API keys. key_digest is the API key signed in with, so revoking the key
+        -- ends its dashboard sessions too.
+        CREATE TABLE dashboard_sessions (
+            digest TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            key_digest TEXT NOT NULL REFERENCES api_keys (digest),
+            csrf_token TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX dashboard_sessions_expiry ON dashboard_sessions (expires_at);
+        """,
+    ),
+    (
+        4,
         "retention: per-customer settings, tombstones of expired runs",
         """
         CREATE TABLE customer_settings (
