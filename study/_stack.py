@@ -162,6 +162,7 @@ class StudyStack:
     understudy: Service | None = None
     synthetic_users: Service | None = None
     api_key: str = ""
+    smtp_port: int = 0  # the inbox's SMTP port (a free one, chosen at start)
     _started: list[object] = field(default_factory=list)
 
     @property
@@ -170,7 +171,9 @@ class StudyStack:
 
     def start(self) -> StudyStack:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.shop = DemoShop(slow_step_s=self.slow_step_s).start()
+        # The shop mails order confirmations to the personas' inboxes (Synthetic Users' SMTP).
+        self.smtp_port = free_port()
+        self.shop = DemoShop(slow_step_s=self.slow_step_s, smtp_port=self.smtp_port).start()
         self._start_understudy()
         self._start_synthetic_users()
         return self
@@ -208,6 +211,7 @@ class StudyStack:
             "UNDERSTUDY_OPERATOR_TOKEN": self._operator_token,
             "SYNTHETIC_USERS_EXTENSION_DIR": str(DIST),
             "FLEET_MAX_BROWSERS": str(self.max_browsers),
+            "SYNTHETIC_USERS_SMTP_PORT": str(self.smtp_port),
             # The demo shop is on 127.0.0.1: loopback targets are for local development only.
             "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS": "1",
             **self.extra_env,

@@ -25,7 +25,11 @@ EXAMPLES = [
     for name, schema in SPEC.defs.items()
     for i, example in enumerate(schema["examples"])
 ]
-ACTIONS = ("click", "type", "fill", "select_option", "press_key", "scroll", "navigate", "react")
+# The brief's actions, then the inbox's (issue 17), then `finish`, which is always last.
+ACTIONS = (
+    *("click", "type", "fill", "select_option", "press_key", "scroll", "navigate", "react"),
+    *("read_inbox", "wait_for_email"),
+)
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:

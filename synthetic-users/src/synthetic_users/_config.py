@@ -27,11 +27,26 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_RUNS_PER_MINUTE` | `10` | runs each API key may create a minute (`0`: no limit) |
 | `SYNTHETIC_USERS_MAX_ACTIVE_RUNS` | `5` | queued + running runs per customer (`0`: no limit) |
 | `SYNTHETIC_USERS_REQUESTS_PER_MINUTE` | `600` | requests per API key a minute (`0`: none) |
+| `SYNTHETIC_USERS_ALLOW_LOOPBACK` | off | `1`: loopback webhook endpoints (development only) |
+| `SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S` | `10` | one webhook delivery attempt |
+| `SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE` | 5 s … 8 h, 9 delays | seconds before each retry |
+| `STRIPE_API_KEY` | none | when set, usage is posted to Stripe Meter Events |
+| `STRIPE_API_BASE` | `https://api.stripe.com` | where the Stripe SDK sends (tests: local) |
+| `STRIPE_METERS` | two meters, below | `dimension=event_name`, comma-separated |
+
+Webhook retries wait a random time up to each delay in turn (full jitter), by default
+5,30,120,600,3600,7200,14400,28800,28800 seconds: about 24 hours in all. Stripe meters default
+to `browser_minutes=synthetic_users_browser_minutes,model_tokens=synthetic_users_model_tokens`;
+the dimensions are `browser_minutes`, `turns`, `input_tokens`, `output_tokens`, `model_tokens`.
+| `SYNTHETIC_USERS_SMTP_HOST` / `_SMTP_PORT` | `127.0.0.1` / `2525` | inbox SMTP (`0`: off) |
+| `SYNTHETIC_USERS_INBOX_DOMAIN` | `inbox.localhost` | the domain of every persona's address |
+| `SYNTHETIC_USERS_INBOX_MAX_BYTES` | `1048576` | the largest message the inbox accepts |
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
@@ -44,6 +59,18 @@ ModelKind = Literal["heuristic", "openai", "anthropic"]
 MODEL_KINDS: Final = ("heuristic", "openai", "anthropic")
 DB_FILE: Final = "synthetic-users.db"
 ARTIFACTS_DIR: Final = "artifacts"
+WEBHOOK_RETRY_SCHEDULE: Final = (5.0, 30.0, 120.0, 600.0, 3600.0, 7200.0, 14400.0, 28800.0, 28800.0)
+STRIPE_METERS: Final = {
+    "browser_minutes": "synthetic_users_browser_minutes",
+    "model_tokens": "synthetic_users_model_tokens",
+}
+USAGE_DIMENSIONS: Final = (
+    "browser_minutes",
+    "turns",
+    "input_tokens",
+    "output_tokens",
+    "model_tokens",
+)
 
 
 class ConfigError(ValueError):
@@ -77,6 +104,17 @@ class Settings:
     runs_per_minute: int = 10
     max_active_runs: int = 5
     requests_per_minute: int = 600
+    allow_loopback: bool = False
+    webhook_timeout_s: float = 10.0
+    webhook_retry_schedule: tuple[float, ...] = WEBHOOK_RETRY_SCHEDULE
+    stripe_api_key: str | None = field(default=None, repr=False)
+    stripe_api_base: str = "https://api.stripe.com"
+    stripe_meters: dict[str, str] = field(default_factory=lambda: dict(STRIPE_METERS))
+    # -- inbox per session
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 2525  # 0: no inbox
+    inbox_domain: str = "inbox.localhost"
+    inbox_max_bytes: int = 1024 * 1024
 
     @property
     def db_path(self) -> Path:
@@ -144,6 +182,44 @@ def _model(value: str, variable: str) -> ModelKind:
     return cast("ModelKind", kind)
 
 
+def _schedule(value: str, variable: str) -> tuple[float, ...]:
+    try:
+        delays = tuple(float(part) for part in value.split(","))
+    except ValueError:
+        raise ConfigError(
+            f"{variable} must be seconds separated by commas, like 5,30,120"
+        ) from None
+    if not 1 <= len(delays) <= 30 or not all(0 < d <= 86400 for d in delays):
+        raise ConfigError(
+            f"{variable} must list 1 to 30 delays, each more than 0 and at most 86400"
+        )
+    return delays
+
+
+def _meters(value: str, variable: str) -> dict[str, str]:
+    meters: dict[str, str] = {}
+    for part in value.split(","):
+        dimension, _, event_name = part.strip().partition("=")
+        if dimension not in USAGE_DIMENSIONS or not event_name.strip():
+            raise ConfigError(
+                f"{variable} must be dimension=event_name pairs separated by commas; dimensions "
+                f"are {', '.join(USAGE_DIMENSIONS)}"
+            )
+        meters[dimension] = event_name.strip()
+    return meters
+
+
+_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_DOMAIN: Final = re.compile(rf"^(?=.{{1,253}}$)({_LABEL}\.)*{_LABEL}$")
+
+
+def _domain(value: str, variable: str) -> str:
+    domain = value.strip().lower().rstrip(".")
+    if not _DOMAIN.match(domain):
+        raise ConfigError(f"{variable} must be a domain name, like inbox.localhost")
+    return domain
+
+
 _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] = {
     "data_dir": (("SYNTHETIC_USERS_DATA_DIR",), _path),
     "host": (("SYNTHETIC_USERS_HOST",), _text),
@@ -167,6 +243,17 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "runs_per_minute": (("SYNTHETIC_USERS_RUNS_PER_MINUTE",), _int(0, 100_000)),
     "max_active_runs": (("SYNTHETIC_USERS_MAX_ACTIVE_RUNS",), _int(0, 100_000)),
     "requests_per_minute": (("SYNTHETIC_USERS_REQUESTS_PER_MINUTE",), _int(0, 1_000_000)),
+    "allow_loopback": (("SYNTHETIC_USERS_ALLOW_LOOPBACK",), _flag),
+    "webhook_timeout_s": (("SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S",), _seconds),
+    "webhook_retry_schedule": (("SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE",), _schedule),
+    "stripe_api_key": (("STRIPE_API_KEY",), _secret),
+    "stripe_api_base": (("STRIPE_API_BASE",), _url),
+    "stripe_meters": (("STRIPE_METERS",), _meters),
+    # -- inbox per session
+    "smtp_host": (("SYNTHETIC_USERS_SMTP_HOST",), _text),
+    "smtp_port": (("SYNTHETIC_USERS_SMTP_PORT",), _int(0, 65535)),
+    "inbox_domain": (("SYNTHETIC_USERS_INBOX_DOMAIN",), _domain),
+    "inbox_max_bytes": (("SYNTHETIC_USERS_INBOX_MAX_BYTES",), _int(1024, 64 * 1024 * 1024)),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

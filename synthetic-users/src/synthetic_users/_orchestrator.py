@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
 
     from synthetic_users._fleet._base import Fleet, Profile
+    from synthetic_users._inbox import Mailbox
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._store import RunRecord, SessionRecord, Store
@@ -78,6 +79,8 @@ class Orchestrator:
         screenshots: Screenshots,
         publisher: Publisher,
         settings: OrchestratorSettings | None = None,
+        *,
+        inbox: Mailbox | None = None,
         target_refusal: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         """`target_refusal(url)` says why a run's target is refused now (None: allowed).
@@ -94,6 +97,7 @@ class Orchestrator:
         self._publisher = publisher
         self._settings = settings or OrchestratorSettings()
         self._target_refusal = target_refusal or _allow_every_target
+        self._inbox = inbox  # each session's own address and mail; None: personas have none
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
@@ -306,10 +310,13 @@ class Orchestrator:
                     understudy_session_id=str(understudy_session.id),
                     device_id=profile.device_id,
                 )
+                persona = _persona(session.persona)
+                if self._inbox is not None:
+                    persona = replace(persona, email=self._inbox.address_for(session_id))
                 gen = Generation(
                     run_id=run.run_id,
                     session_id=session_id,
-                    persona=_persona(session.persona),
+                    persona=persona,
                     task=run.task,
                     target_url=run.target_url,
                     turn_budget=run.turn_budget,
@@ -320,7 +327,9 @@ class Orchestrator:
                         for r in self._store.reactions(session_id=session_id)
                     ],
                 )
-                loop = PersonaLoop(model, understudy_session, self._store, self._screenshots)
+                loop = PersonaLoop(
+                    model, understudy_session, self._store, self._screenshots, inbox=self._inbox
+                )
                 return await self._watched(loop.run(gen), profile)
             except BrowserLost:
                 broken = True

@@ -7,14 +7,17 @@ started and stopped by the service, looks every few minutes for runs that ended 
 customer's cutoff, and for each one:
 
 1. deletes its artifacts (reports, transcripts, screenshots: `ArtifactStore.delete_prefix`);
-2. in one transaction, deletes its turns, reactions, persona sessions and the run itself, and
-   writes its tombstone (`expired_runs`: run id, customer, when it ended, when it expired).
+2. in one transaction, deletes its turns, reactions, inbox messages, usage events (with their
+   Stripe postings), persona sessions and the run itself, and writes its tombstone
+   (`expired_runs`: run id, customer, when it ended, when it expired).
 
 Artifacts go first: a crash between the two steps leaves a run without its files, which the next
 sweep finishes, rather than files no row points to any more. Only runs that ended (completed,
 failed or cancelled) with no session still queued or running are swept: a cancelled run whose
-browsers are still closing waits for the next sweep. The API answers `410 run_expired` for a run
-with a tombstone, and for its sessions and artifacts.
+browsers are still closing waits for the next sweep, and so does a run whose usage is still
+being posted to Stripe (billing must not lose it; posted usage lives on in Stripe). Webhook
+events stay with their delivery history. The API answers `410 run_expired` for a run with a
+tombstone, and for its sessions and artifacts.
 
 An expired run's `Idempotency-Key` is forgotten with it: the same key creates a new run.
 """
@@ -124,6 +127,9 @@ class RetentionSweeper:
             "AND r.ended_at < ? - COALESCE(c.retention_days, ?) * ? "
             "AND NOT EXISTS (SELECT 1 FROM persona_sessions s WHERE s.run_id = r.run_id "
             "AND s.status IN ('queued', 'running')) "
+            # Usage still being posted to Stripe waits: it is what the customer is billed for.
+            "AND NOT EXISTS (SELECT 1 FROM usage_events u JOIN stripe_meter_events m "
+            "ON m.usage_id = u.usage_id WHERE u.run_id = r.run_id AND m.status = 'pending') "
             "ORDER BY r.ended_at LIMIT ?",
             (self._clock(), self._default_days, DAY_S, limit),
         )
@@ -150,6 +156,13 @@ class RetentionSweeper:
                 return
             sessions = "SELECT session_id FROM persona_sessions WHERE run_id = ?"
             conn.execute(f"DELETE FROM turns WHERE session_id IN ({sessions})", (run_id,))  # noqa: S608
+            conn.execute(f"DELETE FROM inbox_messages WHERE session_id IN ({sessions})", (run_id,))  # noqa: S608
+            conn.execute(
+                "DELETE FROM stripe_meter_events WHERE usage_id IN "
+                "(SELECT usage_id FROM usage_events WHERE run_id = ?)",
+                (run_id,),
+            )
+            conn.execute("DELETE FROM usage_events WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM reactions WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM persona_sessions WHERE run_id = ?", (run_id,))
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))

@@ -7,6 +7,8 @@
     synthetic-users keys create --customer C      print a new API key for customer C, once
     synthetic-users customers set-retention --customer C (--days N | --default)
                                                   keep C's runs N days after they end
+    synthetic-users billing set-customer --customer C --stripe-customer cus_…
+                                                  bill customer C's usage to that Stripe customer
     synthetic-users --version
 
 Settings come from the environment (`_config.py`); `--data-dir` overrides
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("synthetic_users.cli")
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
+STRIPE_CUSTOMER: Final = re.compile(r"cus_[A-Za-z0-9]{1,64}")
 LOCK_FILE: Final = "service.lock"
 
 
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         return _create_key(settings, args.customer)
     if args.command == "customers":
         return _set_retention(settings, args.customer, None if args.default else args.days)
+    if args.command == "billing":
+        return _set_billing_customer(settings, args.customer, args.stripe_customer)
     return _serve(settings, args.host, args.port, api_only=args.api_only)
 
 
@@ -110,6 +115,13 @@ def _parser() -> argparse.ArgumentParser:
     days.add_argument(
         "--default", action="store_true", help="use SYNTHETIC_USERS_RETENTION_DAYS again"
     )
+    billing = commands.add_parser("billing", help="Stripe billing of usage")
+    billing_commands = billing.add_subparsers(dest="billing_command", required=True)
+    set_customer = billing_commands.add_parser(
+        "set-customer", help="bill a customer's usage to a Stripe customer"
+    )
+    set_customer.add_argument("--customer", required=True, help="the Synthetic Users customer")
+    set_customer.add_argument("--stripe-customer", required=True, help="its Stripe id, cus_…")
     return parser
 
 
@@ -170,6 +182,25 @@ def _set_retention(settings: Settings, customer: str, days: int | None) -> int:
         store.close()
     kept = f"{days} days" if days is not None else f"the default ({settings.retention_days} days)"
     print(f"synthetic-users: runs of customer {customer!r} are kept {kept} after they end")
+    return 0
+
+
+def _set_billing_customer(settings: Settings, customer: str, stripe_customer: str) -> int:
+    if not CUSTOMER.fullmatch(customer):
+        return _fail("--customer must be lower-case letters, digits, '-' or '_' (at most 63)")
+    if not STRIPE_CUSTOMER.fullmatch(stripe_customer):
+        return _fail("--stripe-customer must be a Stripe customer id, like cus_NffrFeUfNV2Hib")
+    from synthetic_users._usage import UsageStore
+
+    try:
+        store = _open(settings)
+    except (SchemaTooNewError, OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    try:
+        UsageStore(store).set_stripe_customer(customer, stripe_customer)
+    finally:
+        store.close()
+    print(f"synthetic-users: usage of {customer!r} is billed to {stripe_customer}", file=sys.stderr)
     return 0
 
 
@@ -268,6 +299,7 @@ def _run(
             requests_per_minute=settings.requests_per_minute,
             max_active_runs=settings.max_active_runs,
         ),
+        allow_loopback=settings.allow_loopback,
     )
     if settings.allow_loopback_targets:
         log.warning(

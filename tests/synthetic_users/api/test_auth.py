@@ -43,6 +43,12 @@ OPERATIONS = [
     ("GET", "/personas"),
     ("GET", "/personas/per_" + "0" * 32),
     ("DELETE", "/personas/per_" + "0" * 32),
+    ("POST", "/webhooks"),
+    ("GET", "/webhooks"),
+    ("GET", "/webhooks/whk_" + "0" * 32),
+    ("DELETE", "/webhooks/whk_" + "0" * 32),
+    ("GET", "/webhooks/whk_" + "0" * 32 + "/deliveries"),
+    ("GET", "/usage"),
 ]
 
 

@@ -28,6 +28,8 @@ ACTIONS = [
     "scroll",
     "navigate",
     "react",
+    "read_inbox",
+    "wait_for_email",
     "finish",
 ]
 

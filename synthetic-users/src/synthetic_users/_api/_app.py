@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
+from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
 from synthetic_users._api._ratelimit import RateLimits
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
@@ -59,6 +60,7 @@ def create_app(
     defaults: RunDefaults | None = None,
     targets: TargetPolicy | None = None,
     limits: RateLimits | None = None,
+    allow_loopback: bool = False,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
 
@@ -75,6 +77,8 @@ def create_app(
             with the system resolver (`TargetPolicy`).
         limits: Rate limits per API key and active runs per customer; by default none (`serve`
             passes the settings' limits).
+        allow_loopback: Accept loopback webhook endpoints (`http://127.0.0.1:…`), for local
+            development only.
     """
     if services is None:
         services = _Callbacks(on_run_created, on_run_cancelled)
@@ -100,7 +104,7 @@ def create_app(
 
     app = Litestar(
         # The dashboard (issue 18): its own router, pages under /dashboard.
-        route_handlers=[*ROUTES, reference, dashboard_router()],
+        route_handlers=[*ROUTES, *HOOK_ROUTES, reference, dashboard_router()],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,
@@ -112,4 +116,5 @@ def create_app(
         debug=False,
     )
     app.state.api = state
+    app.state.allow_loopback = allow_loopback
     return app

@@ -153,11 +153,13 @@ def _target_problem(url: str) -> str | None:
     return None
 
 
-def limit_and_cursor(request: Request[Any, Any, Any]) -> tuple[int, str | None]:
-    """The `limit` (1-100, default 20) and `cursor` query parameters."""
+def limit_and_cursor(
+    request: Request[Any, Any, Any], *, other: tuple[str, ...] = ()
+) -> tuple[int, str | None]:
+    """The `limit` (1-100, default 20) and `cursor` query parameters (`other` names allowed)."""
     params = request.query_params
     for name in params:
-        if name not in ("limit", "cursor"):
+        if name not in ("limit", "cursor", *other):
             raise field_error(name, "unknown parameter")
     limit_values = params.getall("limit", [])
     cursor_values = params.getall("cursor", [])

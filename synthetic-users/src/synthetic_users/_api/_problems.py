@@ -36,6 +36,7 @@ TITLES: Final[dict[str, str]] = {
     "run_expired": "Run expired",
     "rate_limited": "Rate limited",
     "too_many_active_runs": "Too many active runs",
+    "webhook_not_found": "Webhook not found",
 }
 
 

@@ -124,8 +124,116 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
         CREATE INDEX dashboard_sessions_expiry ON dashboard_sessions (expires_at);
         """,
     ),
+    # -- webhooks and usage (issue 17, items 3 and 4) --------------------------------------
     (
         4,
+        "webhooks with their outbox, deliveries and attempts; usage events and Stripe postings",
+        """
+        CREATE TABLE webhooks (
+            webhook_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            url TEXT NOT NULL,
+            events TEXT NOT NULL,
+            secret TEXT NOT NULL,
+            status TEXT NOT NULL,
+            disabled_reason TEXT,
+            created_at REAL NOT NULL,
+            deleted_at REAL
+        );
+        CREATE INDEX webhooks_newest ON webhooks (customer_id, created_at DESC, webhook_id DESC);
+        -- The outbox: one event per (type, subject), written with the state change it reports.
+        CREATE TABLE webhook_events (
+            event_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            type TEXT NOT NULL,
+            subject_id TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            UNIQUE (type, subject_id)
+        );
+        CREATE TABLE webhook_deliveries (
+            delivery_id TEXT PRIMARY KEY,
+            event_id TEXT NOT NULL REFERENCES webhook_events (event_id),
+            webhook_id TEXT NOT NULL REFERENCES webhooks (webhook_id),
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL,
+            created_at REAL NOT NULL,
+            ended_at REAL,
+            UNIQUE (event_id, webhook_id)
+        );
+        CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
+            WHERE status = 'pending';
+        CREATE INDEX webhook_deliveries_newest
+            ON webhook_deliveries (webhook_id, created_at DESC, delivery_id DESC);
+        CREATE TABLE webhook_attempts (
+            delivery_id TEXT NOT NULL REFERENCES webhook_deliveries (delivery_id),
+            attempt INTEGER NOT NULL,
+            attempted_at REAL NOT NULL,
+            status_code INTEGER,
+            error TEXT,
+            duration_ms REAL NOT NULL,
+            next_retry_at REAL,
+            PRIMARY KEY (delivery_id, attempt)
+        );
+        CREATE TABLE usage_events (
+            usage_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            run_id TEXT NOT NULL REFERENCES runs (run_id),
+            session_id TEXT NOT NULL UNIQUE REFERENCES persona_sessions (session_id),
+            browser_seconds REAL NOT NULL,
+            turns INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX usage_newest ON usage_events (customer_id, created_at DESC, usage_id DESC);
+        CREATE TABLE billing_customers (
+            customer_id TEXT PRIMARY KEY REFERENCES customers (customer_id),
+            stripe_customer_id TEXT NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        -- One Stripe meter event per (usage event, meter): the durable "posted" flag.
+        CREATE TABLE stripe_meter_events (
+            identifier TEXT PRIMARY KEY,
+            usage_id TEXT NOT NULL REFERENCES usage_events (usage_id),
+            event_name TEXT NOT NULL,
+            value INTEGER NOT NULL,
+            status TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            next_attempt_at REAL NOT NULL,
+            last_error TEXT,
+            posted_at REAL,
+            UNIQUE (usage_id, event_name)
+        );
+        CREATE INDEX stripe_meter_events_due ON stripe_meter_events (next_attempt_at)
+            WHERE status = 'pending';
+        """,
+    ),
+    # -- inbox per session (issue 17 item 2) --------------------------------------------------
+    (
+        5,
+        "each persona session's inbox address, and the mail it received",
+        """
+        ALTER TABLE persona_sessions ADD COLUMN inbox_address TEXT;
+        CREATE UNIQUE INDEX persona_sessions_inbox ON persona_sessions (inbox_address)
+            WHERE inbox_address IS NOT NULL;
+        CREATE TABLE inbox_messages (
+            message_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES persona_sessions (session_id),
+            received_at REAL NOT NULL,
+            mail_from TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            body TEXT NOT NULL,
+            links TEXT NOT NULL,
+            size INTEGER NOT NULL
+        );
+        CREATE INDEX inbox_messages_by_session ON inbox_messages (session_id, message_id);
+        """,
+    ),
+    # -- retention (issue 17 item 5) ------------------------------------------------------------
+    (
+        6,
         "retention: per-customer settings, tombstones of expired runs",
         """
         CREATE TABLE customer_settings (

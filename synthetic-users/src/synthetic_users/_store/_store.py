@@ -71,6 +71,11 @@ class Store:
         self.clock = clock
         self._keys: dict[str, str] = {}  # digest -> customer: the auth hot path
         self._keys_version = -1
+        # Called inside the transaction that moves a run (a session) to a terminal state, with
+        # the ended record: the webhook outbox and the usage meter write there, so their rows
+        # exist exactly when the state change does. A hook that raises rolls the change back.
+        self.run_ended_hooks: list[Callable[[RunRecord], object]] = []
+        self.session_ended_hooks: list[Callable[[SessionRecord], object]] = []
 
     @classmethod
     def open(
@@ -321,6 +326,7 @@ class Store:
                 "WHERE run_id = ? AND status = ?",
                 (SessionState.CANCELLED, now, run_id, SessionState.QUEUED),
             )
+            self._ended_run(run_id)
         return self.get_run(run_id), True
 
     def is_cancelled(self, run_id: str) -> bool:
@@ -394,6 +400,10 @@ class Store:
                 "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE session_id = ?",
                 (target, reason, target.terminal, self.clock(), session_id),
             )
+            if target.terminal:
+                ended = self.get_session(session_id)
+                for hook in self.session_ended_hooks:
+                    hook(ended)
         return self.get_session(session_id)
 
     def set_run_state(
@@ -422,7 +432,14 @@ class Store:
                     run_id,
                 ),
             )
+            if target.terminal:
+                self._ended_run(run_id)
         return self.get_run(run_id)
+
+    def _ended_run(self, run_id: str) -> None:
+        ended = self.get_run(run_id)
+        for hook in self.run_ended_hooks:
+            hook(ended)
 
     def bump_generation(self, session_id: str) -> int:
         """Start the session's next browser generation; returns its number.

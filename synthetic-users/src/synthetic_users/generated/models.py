@@ -25,6 +25,8 @@ ActionName = TypeAliasType(
             "scroll",
             "navigate",
             "react",
+            "read_inbox",
+            "wait_for_email",
             "finish",
         ],
         Field(examples=["click"], title="ActionName"),
@@ -496,6 +498,222 @@ class TurnOutcome(WireModel):
     elapsed_ms: Annotated[float, Field(ge=0.0)]
 
 
+class UsageEvent(WireModel):
+    """
+    What one persona session used. `browser_minutes` sums each browser generation's time; tokens sum the turns' model usage. `billed`: every Stripe meter event of it was posted.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    usage_id: Annotated[str, Field(pattern="^use_[0-9a-f]{32}$")]
+    run_id: RunId
+    session_id: SessionId
+    browser_minutes: Annotated[float, Field(ge=0.0)]
+    turns: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0)]
+    created_at: Timestamp
+    billed: bool
+
+
+class UsageTotals(WireModel):
+    """
+    Sums over every usage event the filters select (all pages).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    sessions: Annotated[int, Field(ge=0)]
+    browser_minutes: Annotated[float, Field(ge=0.0)]
+    turns: Annotated[int, Field(ge=0)]
+    input_tokens: Annotated[int, Field(ge=0)]
+    output_tokens: Annotated[int, Field(ge=0)]
+
+
+class UsageList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    usage: list[UsageEvent]
+    totals: UsageTotals
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+WebhookId = TypeAliasType(
+    "WebhookId",
+    Annotated[
+        str,
+        Field(
+            examples=["whk_3b9d2f0e6c1a4d7e8f9a0b1c2d3e4f50"],
+            pattern="^whk_[0-9a-f]{32}$",
+            title="WebhookId",
+        ),
+    ],
+)
+"""
+Server-assigned id of a webhook endpoint: `whk_` and 32 lower-case hex digits.
+"""
+
+
+WebhookEventType = TypeAliasType(
+    "WebhookEventType",
+    Annotated[
+        Literal["run.completed", "session.completed"],
+        Field(examples=["run.completed"], title="WebhookEventType"),
+    ],
+)
+"""
+`run.completed`: a run ended (completed, failed or cancelled; `data.status` says which). `session.completed`: a persona session that was started ended.
+"""
+
+
+class WebhookRequest(WireModel):
+    """
+    A new endpoint: an `https` URL to a public host (`http` to a loopback address only when the operator allows loopback for development), and the events it wants.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    url: Annotated[str, Field(max_length=2048, min_length=1)]
+    events: Annotated[list[WebhookEventType], Field(max_length=2, min_length=1)]
+
+
+class Webhook(WireModel):
+    """
+    A webhook endpoint (never with its secret). `disabled`: it answered 410 Gone, and gets nothing more.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhook_id: WebhookId
+    url: str
+    events: list[WebhookEventType]
+    status: Literal["active", "disabled"]
+    disabled_reason: Annotated[str | None, Field(max_length=500)] = None
+    created_at: Timestamp
+
+
+class WebhookCreated(WireModel):
+    """
+    The new endpoint with its signing secret, shown only in this answer: keep it to verify `webhook-signature`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhook_id: WebhookId
+    url: str
+    events: list[WebhookEventType]
+    status: Literal["active"]
+    created_at: Timestamp
+    secret: Annotated[str, Field(pattern="^whsec_[A-Za-z0-9+/=]{16,}$")]
+    """
+    `whsec_` and base64: the HMAC-SHA256 key is the base64-decoded part.
+    """
+
+
+class WebhookList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    webhooks: list[Webhook]
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+class DeliveryAttempt(WireModel):
+    """
+    One request to the endpoint: its HTTP status, or the error when there was no answer (a timeout, a refused connection).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    attempt: Annotated[int, Field(ge=1)]
+    attempted_at: Timestamp
+    status_code: Annotated[int | None, Field(ge=100, le=599)] = None
+    error: Annotated[str | None, Field(max_length=500)] = None
+    duration_ms: Annotated[float, Field(ge=0.0)]
+    next_retry_at: Timestamp | None = None
+
+
+class Delivery(WireModel):
+    """
+    One event for one endpoint: `pending` (an attempt is due at `next_attempt_at`), `delivered` (a 2xx), `failed` (retries spent, or a 410), `cancelled` (the endpoint was deleted or disabled first). `event_id` is the `webhook-id` header of every attempt.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    delivery_id: Annotated[str, Field(pattern="^dlv_[0-9a-f]{32}$")]
+    event_id: Annotated[str, Field(pattern="^msg_[0-9a-f]{32}$")]
+    event_type: WebhookEventType
+    subject_id: str | None = None
+    """
+    The run or session the event is about.
+    """
+    status: Literal["pending", "delivered", "failed", "cancelled"]
+    next_attempt_at: Timestamp | None = None
+    created_at: Timestamp
+    ended_at: Timestamp | None = None
+    attempts: list[DeliveryAttempt]
+
+
+class DeliveryList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    deliveries: list[Delivery]
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
+class WebhookEventLinks(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    self: str
+    report_json: str
+    report_html: str
+
+
+class WebhookEventData(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    run_id: RunId
+    session_id: SessionId | None = None
+    status: Literal["completed", "failed", "cancelled"]
+    generation: Generation | None = None
+    turns: Annotated[int | None, Field(ge=0)] = None
+    ended_at: Timestamp
+    links: Annotated[WebhookEventLinks, Field(title="WebhookEventLinks")]
+
+
+class WebhookEvent(WireModel):
+    """
+    The JSON body POSTed to an endpoint. Ids, statuses and links only: no persona text, no secrets.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    type: WebhookEventType
+    timestamp: Timestamp
+    data: Annotated[WebhookEventData, Field(title="WebhookEventData")]
+
+
 class PersonaRef(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -557,6 +775,10 @@ class SessionSummary(WireModel):
     The last turn persisted (0 before the first).
     """
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     reactions: list[Reaction]
     """
     Every reaction so far, of every generation, oldest first.
@@ -742,6 +964,16 @@ class UnauthorizedProblem(Problem):
     )
     status: Annotated[Literal[401], Field(ge=400, le=599)]
     code: Annotated[Literal["unauthorized"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+
+
+class WebhookNotFoundProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[404], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["webhook_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
 
 
 class RunNotFoundProblem(Problem):
@@ -994,6 +1226,58 @@ class ReactAction(WireModel):
     arguments: Annotated[ReactArguments, Field(title="ReactArguments")]
 
 
+class ReadInboxArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class ReadInboxAction(WireModel):
+    """
+    Open your email inbox (the address you give on the site) and read the messages received so far: sender, subject, time, the text and its numbered links. Follow a link with `navigate` and its URL; links off the site under study are refused.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["read_inbox"]
+    arguments: Annotated[ReadInboxArguments, Field(title="ReadInboxArguments")]
+
+
+class WaitForEmailArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    timeout_s: Annotated[int | None, Field(ge=1, le=60)] = None
+    """
+    How long to wait, in seconds (default 30).
+    """
+    subject_contains: Annotated[str | None, Field(max_length=200, min_length=1)] = None
+    """
+    Wait only for a message whose subject contains this text (case-insensitive).
+    """
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class WaitForEmailAction(WireModel):
+    """
+    Wait for a new email to arrive in your inbox (a confirmation, a one-time code), up to `timeout_s` seconds; with `subject_contains`, only for one whose subject contains that text. You then read it with its numbered links.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["wait_for_email"]
+    arguments: Annotated[WaitForEmailArguments, Field(title="WaitForEmailArguments")]
+
+
 class FinishArguments(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1136,6 +1420,8 @@ Action = TypeAliasType(
         | ScrollAction
         | NavigateAction
         | ReactAction
+        | ReadInboxAction
+        | WaitForEmailAction
         | FinishAction,
         Field(
             discriminator="name",
@@ -1246,6 +1532,10 @@ class SessionDetail(WireModel):
     status: SessionStatus
     turn: Annotated[int, Field(ge=0)]
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     failure_reason: Annotated[str | None, Field(max_length=2000)] = None
     started_at: Timestamp | None = None
     ended_at: Timestamp | None = None
@@ -1337,6 +1627,12 @@ class SyntheticUsersWire(WireModel):
         None
     )
     react_action: Annotated[ReactAction | None, Field(alias="reactAction")] = None
+    read_inbox_action: Annotated[
+        ReadInboxAction | None, Field(alias="readInboxAction")
+    ] = None
+    wait_for_email_action: Annotated[
+        WaitForEmailAction | None, Field(alias="waitForEmailAction")
+    ] = None
     finish_action: Annotated[FinishAction | None, Field(alias="finishAction")] = None
     action_name: Annotated[ActionName | None, Field(alias="actionName")] = None
     aggregate: Aggregate | None = None
@@ -1388,6 +1684,27 @@ class SyntheticUsersWire(WireModel):
     transcript: Transcript | None = None
     turn: Turn | None = None
     turn_outcome: Annotated[TurnOutcome | None, Field(alias="turnOutcome")] = None
+    usage_event: Annotated[UsageEvent | None, Field(alias="usageEvent")] = None
+    usage_totals: Annotated[UsageTotals | None, Field(alias="usageTotals")] = None
+    usage_list: Annotated[UsageList | None, Field(alias="usageList")] = None
+    webhook_id: Annotated[WebhookId | None, Field(alias="webhookId")] = None
+    webhook_event_type: Annotated[
+        WebhookEventType | None, Field(alias="webhookEventType")
+    ] = None
+    webhook_request: Annotated[WebhookRequest | None, Field(alias="webhookRequest")] = (
+        None
+    )
+    webhook: Webhook | None = None
+    webhook_created: Annotated[WebhookCreated | None, Field(alias="webhookCreated")] = (
+        None
+    )
+    webhook_list: Annotated[WebhookList | None, Field(alias="webhookList")] = None
+    delivery_attempt: Annotated[
+        DeliveryAttempt | None, Field(alias="deliveryAttempt")
+    ] = None
+    delivery: Delivery | None = None
+    delivery_list: Annotated[DeliveryList | None, Field(alias="deliveryList")] = None
+    webhook_event: Annotated[WebhookEvent | None, Field(alias="webhookEvent")] = None
     run_request: Annotated[RunRequest | None, Field(alias="runRequest")] = None
     run_persona: Annotated[RunPersona | None, Field(alias="runPersona")] = None
     persona_ref: Annotated[PersonaRef | None, Field(alias="personaRef")] = None
@@ -1426,6 +1743,9 @@ class SyntheticUsersWire(WireModel):
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
     ] = None
+    webhook_not_found_problem: Annotated[
+        WebhookNotFoundProblem | None, Field(alias="webhookNotFoundProblem")
+    ] = None
     run_not_found_problem: Annotated[
         RunNotFoundProblem | None, Field(alias="runNotFoundProblem")
     ] = None
@@ -1444,3 +1764,7 @@ class SyntheticUsersWire(WireModel):
     idempotency_conflict_problem: Annotated[
         IdempotencyConflictProblem | None, Field(alias="idempotencyConflictProblem")
     ] = None
+
+
+# uniqueItems (the generator does not enforce it; WireModel does).
+WebhookRequest.__unique_items__ = ("events",)
