@@ -205,3 +205,43 @@ def test_the_cli_sets_a_customers_retention(
     store = Store.open(tmp_path / "synthetic-users.db")
     assert retention_days(store, "acme") is None
     store.close()
+
+
+def _usage_and_mail(store: Store, run_id: str, sid: str, *, posting: str) -> None:
+    with store.db.transaction() as conn:
+        conn.execute(
+            "INSERT INTO usage_events (usage_id, customer_id, run_id, session_id, "
+            "browser_seconds, turns, input_tokens, output_tokens, created_at) "
+            "VALUES ('use_1', 'acme', ?, ?, 60, 1, 0, 0, ?)",
+            (run_id, sid, store.clock()),
+        )
+        conn.execute(
+            "INSERT INTO stripe_meter_events (identifier, usage_id, event_name, value, status, "
+            "next_attempt_at) VALUES ('use_1:m', 'use_1', 'm', 1, ?, 0)",
+            (posting,),
+        )
+        conn.execute(
+            "INSERT INTO inbox_messages (session_id, received_at, mail_from, subject, body, "
+            "links, size) VALUES (?, 0, 'shop@example.com', 'Your code', '123456', '[]', 6)",
+            (sid,),
+        )
+
+
+def _count(store: Store, table: str) -> int:
+    row = store.db.one(f"SELECT COUNT(*) FROM {table}")  # noqa: S608 (fixed names)
+    return int(row[0]) if row else 0
+
+
+async def test_a_runs_mail_and_posted_usage_go_with_it_but_usage_being_posted_waits(
+    tmp_path: Path, store: Store, clock: Clock
+) -> None:
+    artifacts = DirectoryStore(tmp_path / "artifacts")
+    run_id, sid = ended_run(store, artifacts, "acme")
+    _usage_and_mail(store, run_id, sid, posting="pending")
+    clock.now += 31 * DAY_S
+    sweeper = RetentionSweeper(store, artifacts)
+    assert sweeper.sweep() == []  # Stripe has not got it yet: billing must not lose it
+    store.db.execute("UPDATE stripe_meter_events SET status = 'posted'")
+    assert sweeper.sweep() == [run_id]
+    for table in ("usage_events", "stripe_meter_events", "inbox_messages"):
+        assert _count(store, table) == 0, table
