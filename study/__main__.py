@@ -12,7 +12,9 @@ it happens; at the end it prints what each persona found and the path of the agg
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
+import signal
 import sys
 import time
 import uuid
@@ -135,10 +137,20 @@ def summary(stack: StudyStack, run_id: str) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m study", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".study"), help="replaced on each run")
+    parser.add_argument(
+        "--serve", action="store_true", help="keep the services up afterwards (the dashboard)"
+    )
     args = parser.parse_args(argv)
+    # SIGTERM stops the study like Ctrl-C does: in the main thread, through the cleanup below
+    # (its default would end the process and leave the services and browsers running).
+    signal.signal(signal.SIGTERM, _interrupt)
     root = Path(args.data_dir)
     shutil.rmtree(root, ignore_errors=True)
     began = time.perf_counter()
@@ -167,6 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nRun {run['status']} in {time.perf_counter() - began:.0f} s.", flush=True)
         print(summary(stack, run_id), flush=True)
         print(f"\nAggregate report: {aggregate_path(stack, run_id)}", flush=True)
+        if args.serve:
+            print(
+                f"\nServing: dashboard {stack.url}/dashboard (sign in with API key "
+                f"{stack.api_key}), API reference {stack.url}/docs. Ctrl-C stops everything.",
+                flush=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    signal.pause()
+    except KeyboardInterrupt:
+        print("\nInterrupted; stopping everything.", file=sys.stderr)
+        return 130
     except Exception as exc:
         print(f"\nThe study stopped: {exc}", file=sys.stderr)
         return 1
