@@ -90,7 +90,7 @@ fuzz: ## Long Schemathesis run over spec/openapi.yaml (fails under 10,000 cases;
 	UNDERSTUDY_FUZZ_EXAMPLES=$${UNDERSTUDY_FUZZ_EXAMPLES:-1500} UNDERSTUDY_FUZZ_MIN_CASES=10000 \
 		$(VENV)/bin/pytest tests/contract -q -p no:cacheprovider
 
-study: bootstrap ## Synthetic Users' main job: three personas study the demo shop; prints the aggregate report
+study: bootstrap ## Synthetic Users' main job: three personas study the demo shop (ARGS=--serve keeps the dashboard up)
 	$(PY) -m study $(ARGS)
 
 run: bootstrap ## The main job: backend on SQLite + Chromium with the extension + a governed workflow (ARGS=--serve keeps it up)

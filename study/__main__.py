@@ -12,14 +12,17 @@ it happens; at the end it prints what each persona found and the path of the agg
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
+import signal
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from study._stack import CUSTOMER, ROOT, StudyStack, build_extension, started
+from demo.build import ROOT, build_extension
+from study._stack import CUSTOMER, StudyStack, started
 from study.shop import FLAWS
 
 TASK = "Buy a rain jacket and have it delivered to your home."
@@ -135,10 +138,20 @@ def summary(stack: StudyStack, run_id: str) -> str:
     return "\n".join(lines)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m study", description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", default=str(ROOT / ".study"), help="replaced on each run")
+    parser.add_argument(
+        "--serve", action="store_true", help="keep the services up afterwards (the dashboard)"
+    )
     args = parser.parse_args(argv)
+    # SIGTERM stops the study like Ctrl-C does: in the main thread, through the cleanup below
+    # (its default would end the process and leave the services and browsers running).
+    signal.signal(signal.SIGTERM, _interrupt)
     root = Path(args.data_dir)
     shutil.rmtree(root, ignore_errors=True)
     began = time.perf_counter()
@@ -150,9 +163,16 @@ def main(argv: list[str] | None = None) -> int:
         shop, understudy = started(stack.shop, "shop"), started(stack.understudy, "Understudy")
         print(
             f"  Understudy {understudy.base_url}, demo shop {shop.origin}, "
-            f"Synthetic Users {stack.url} (loopback targets allowed for this local study)",
+            f"Synthetic Users {stack.url}",
             flush=True,
         )
+        if stack.synthetic_users_env().get("SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS") == "1":
+            # The shop listens on 127.0.0.1, which a real service refuses as a target (SSRF).
+            print(
+                "  ! SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS=1: loopback targets (http and https "
+                "on 127.0.0.0/8, ::1, localhost) are allowed, for this local study only",
+                flush=True,
+            )
         print(f"  planted flaws: {', '.join(FLAWS)}\n", flush=True)
         run_id = create_run(stack, PERSONAS)
         print(f"Run {run_id}: {len(PERSONAS)} personas, task {TASK!r}", flush=True)
@@ -160,6 +180,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nRun {run['status']} in {time.perf_counter() - began:.0f} s.", flush=True)
         print(summary(stack, run_id), flush=True)
         print(f"\nAggregate report: {aggregate_path(stack, run_id)}", flush=True)
+        if args.serve:
+            print(
+                f"\nServing: dashboard {stack.url}/dashboard (sign in with API key "
+                f"{stack.api_key}), API reference {stack.url}/docs. Ctrl-C stops everything.",
+                flush=True,
+            )
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    signal.pause()
+    except KeyboardInterrupt:
+        print("\nInterrupted; stopping everything.", file=sys.stderr)
+        return 130
     except Exception as exc:
         print(f"\nThe study stopped: {exc}", file=sys.stderr)
         return 1

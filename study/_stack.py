@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,11 +21,9 @@ from typing import IO, TypeVar
 
 import httpx
 
+from demo.build import DIST, ROOT, free_port
 from study.shop import DemoShop
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTENSION = ROOT / "extension"
-DIST = EXTENSION / "dist"
 CUSTOMER = "demo-team"
 T = TypeVar("T")
 READY_TIMEOUT_S = 30.0
@@ -38,30 +34,6 @@ def started(value: T | None, what: str) -> T:
     if value is None:
         raise RuntimeError(f"{what} is not running: call StudyStack.start() first")
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def build_extension() -> str:
-    """Build extension/dist unless it is newer than every source."""
-    sources = [p for p in (EXTENSION / "src").rglob("*") if p.is_file()]
-    sources += [EXTENSION / "manifest.json", EXTENSION / "build.mjs"]
-    built = DIST / "background.js"
-    if built.exists() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return "up to date"
-    pnpm = shutil.which("pnpm")
-    command = [pnpm] if pnpm else ["npx", "--yes", "pnpm@12.4.2"]
-    done = subprocess.run(
-        [*command, "-C", str(EXTENSION), "build"], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the extension did not build:\n{done.stdout}{done.stderr}")
-    return "built extension/dist"
 
 
 def _cli(env: dict[str, str], module: str, *args: str) -> str:
@@ -162,6 +134,7 @@ class StudyStack:
     understudy: Service | None = None
     synthetic_users: Service | None = None
     api_key: str = ""
+    smtp_port: int = 0  # the inbox's SMTP port (a free one, chosen at start)
     _started: list[object] = field(default_factory=list)
 
     @property
@@ -170,7 +143,9 @@ class StudyStack:
 
     def start(self) -> StudyStack:
         self.root.mkdir(parents=True, exist_ok=True)
-        self.shop = DemoShop(slow_step_s=self.slow_step_s).start()
+        # The shop mails order confirmations to the personas' inboxes (Synthetic Users' SMTP).
+        self.smtp_port = free_port()
+        self.shop = DemoShop(slow_step_s=self.slow_step_s, smtp_port=self.smtp_port).start()
         self._start_understudy()
         self._start_synthetic_users()
         return self
@@ -208,6 +183,7 @@ class StudyStack:
             "UNDERSTUDY_OPERATOR_TOKEN": self._operator_token,
             "SYNTHETIC_USERS_EXTENSION_DIR": str(DIST),
             "FLEET_MAX_BROWSERS": str(self.max_browsers),
+            "SYNTHETIC_USERS_SMTP_PORT": str(self.smtp_port),
             # The demo shop is on 127.0.0.1: loopback targets are for local development only.
             "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS": "1",
             **self.extra_env,

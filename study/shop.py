@@ -22,6 +22,10 @@ The flaws are deliberate, deterministic and always present (`FLAWS` lists them b
 The happy path: open a product, "Add to cart", "Proceed to checkout", fill the five shipping
 fields (postcode included), "Continue to payment", fill the card fields (any 13-19 digit card
 number, an `MM/YY` expiry, a 3-4 digit CVC), "Place order": the page says "Order confirmed".
+
+With `smtp_port` set, placing an order also mails a confirmation over SMTP (no flaw in it) to the
+email typed at checkout, with a link to the order's page (`/order/<number>`, for the same
+browser's cart session); `mail_log` records each attempt and what the server answered.
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ from __future__ import annotations
 import html
 import re
 import secrets
+import smtplib
 import threading
 import time
 from dataclasses import dataclass, field
+from email.message import EmailMessage
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -250,6 +256,9 @@ class DemoShop:
     sessions: dict[str, ShopSession] = field(default_factory=dict)
     requests: list[ShopRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int | None = None  # where order confirmations are mailed; None: no mail
+    mail_log: list[tuple[str, str]] = field(default_factory=list)  # (recipient, "sent" | error)
 
     @property
     def origin(self) -> str:
@@ -348,8 +357,38 @@ class DemoShop:
                 order = f"FG-{1000 + sum(len(s.orders) for s in self.sessions.values())}"
                 session.orders.append(order)
                 session.cart.clear()
+            self._mail_confirmation(session.shipping, order)
             return Reply(303, location=f"/order/{order}")
         return _not_found(count)
+
+    def _mail_confirmation(self, shipping: dict[str, str], order: str) -> None:
+        """Mail the order confirmation, as a shop's mailer would; a refusal is only logged."""
+        if self.smtp_port is None:
+            return
+        to = shipping.get("email", "").strip()
+        link = self.url(f"/order/{order}")
+        name = shipping.get("full_name", "").strip() or "there"
+        message = EmailMessage()
+        message["From"] = "Fernhill Goods <orders@fernhill.example>"
+        message["To"] = to
+        message["Subject"] = f"Your Fernhill Goods order {order} is confirmed"
+        message.set_content(
+            f"Hello {name},\n\nthank you for your order {order}. See it here:\n{link}\n\n"
+            "Fernhill Goods\n"
+        )
+        message.add_alternative(
+            f"<p>Hello {html.escape(name)},</p><p>thank you for your order {order}. "
+            f'<a href="{link}">View your order</a>.</p><p>Fernhill Goods</p>',
+            subtype="html",
+        )
+        try:
+            with smtplib.SMTP(self.smtp_host, self.smtp_port, timeout=10) as client:
+                client.send_message(message)
+            result = "sent"
+        except (smtplib.SMTPException, OSError) as exc:
+            result = f"refused: {exc}"
+        with self.lock:
+            self.mail_log.append((to, result))
 
     def start(self) -> DemoShop:
         shop = self

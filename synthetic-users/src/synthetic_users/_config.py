@@ -21,6 +21,12 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
+| `SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS` | off | `1`: loopback `http(s)` targets too (local dev) |
+| `SYNTHETIC_USERS_RETENTION_DAYS` | `30` | days a run is kept after it ends (CLI: per customer) |
+| `SYNTHETIC_USERS_RETENTION_SWEEP_MINUTES` | `60` | how often expired runs are deleted |
+| `SYNTHETIC_USERS_RUNS_PER_MINUTE` | `10` | runs each API key may create a minute (`0`: no limit) |
+| `SYNTHETIC_USERS_MAX_ACTIVE_RUNS` | `5` | queued + running runs per customer (`0`: no limit) |
+| `SYNTHETIC_USERS_REQUESTS_PER_MINUTE` | `600` | requests per API key a minute (`0`: none) |
 | `SYNTHETIC_USERS_ALLOW_LOOPBACK` | off | `1`: loopback webhook endpoints (development only) |
 | `SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S` | `10` | one webhook delivery attempt |
 | `SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE` | 5 s … 8 h, 9 delays | seconds before each retry |
@@ -32,12 +38,16 @@ Webhook retries wait a random time up to each delay in turn (full jitter), by de
 5,30,120,600,3600,7200,14400,28800,28800 seconds: about 24 hours in all. Stripe meters default
 to `browser_minutes=synthetic_users_browser_minutes,model_tokens=synthetic_users_model_tokens`;
 the dimensions are `browser_minutes`, `turns`, `input_tokens`, `output_tokens`, `model_tokens`.
+| `SYNTHETIC_USERS_SMTP_HOST` / `_SMTP_PORT` | `127.0.0.1` / `2525` | inbox SMTP (`0`: off) |
+| `SYNTHETIC_USERS_INBOX_DOMAIN` | `inbox.localhost` | the domain of every persona's address |
+| `SYNTHETIC_USERS_INBOX_MAX_BYTES` | `1048576` | the largest message the inbox accepts |
 | `SYNTHETIC_USERS_MASTER_KEY` | `<data dir>/master.key` | base64 of 32 bytes; wraps customer keys |
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, cast
@@ -89,12 +99,23 @@ class Settings:
     headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
+    allow_loopback_targets: bool = False
+    retention_days: int = 30
+    retention_sweep_minutes: int = 60
+    runs_per_minute: int = 10
+    max_active_runs: int = 5
+    requests_per_minute: int = 600
     allow_loopback: bool = False
     webhook_timeout_s: float = 10.0
     webhook_retry_schedule: tuple[float, ...] = WEBHOOK_RETRY_SCHEDULE
     stripe_api_key: str | None = field(default=None, repr=False)
     stripe_api_base: str = "https://api.stripe.com"
     stripe_meters: dict[str, str] = field(default_factory=lambda: dict(STRIPE_METERS))
+    # -- inbox per session
+    smtp_host: str = "127.0.0.1"
+    smtp_port: int = 2525  # 0: no inbox
+    inbox_domain: str = "inbox.localhost"
+    inbox_max_bytes: int = 1024 * 1024
     master_key: bytes | None = field(default=None, repr=False)
 
     @property
@@ -190,6 +211,17 @@ def _meters(value: str, variable: str) -> dict[str, str]:
     return meters
 
 
+_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
+_DOMAIN: Final = re.compile(rf"^(?=.{{1,253}}$)({_LABEL}\.)*{_LABEL}$")
+
+
+def _domain(value: str, variable: str) -> str:
+    domain = value.strip().lower().rstrip(".")
+    if not _DOMAIN.match(domain):
+        raise ConfigError(f"{variable} must be a domain name, like inbox.localhost")
+    return domain
+
+
 def _master_key(value: str, variable: str) -> bytes:
     from synthetic_users._safety._credentials import MasterKeyError, parse_master_key
 
@@ -216,12 +248,23 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
+    "allow_loopback_targets": (("SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS",), _flag),
+    "retention_days": (("SYNTHETIC_USERS_RETENTION_DAYS",), _int(1, 3650)),
+    "retention_sweep_minutes": (("SYNTHETIC_USERS_RETENTION_SWEEP_MINUTES",), _int(1, 1440)),
+    "runs_per_minute": (("SYNTHETIC_USERS_RUNS_PER_MINUTE",), _int(0, 100_000)),
+    "max_active_runs": (("SYNTHETIC_USERS_MAX_ACTIVE_RUNS",), _int(0, 100_000)),
+    "requests_per_minute": (("SYNTHETIC_USERS_REQUESTS_PER_MINUTE",), _int(0, 1_000_000)),
     "allow_loopback": (("SYNTHETIC_USERS_ALLOW_LOOPBACK",), _flag),
     "webhook_timeout_s": (("SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S",), _seconds),
     "webhook_retry_schedule": (("SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE",), _schedule),
     "stripe_api_key": (("STRIPE_API_KEY",), _secret),
     "stripe_api_base": (("STRIPE_API_BASE",), _url),
     "stripe_meters": (("STRIPE_METERS",), _meters),
+    # -- inbox per session
+    "smtp_host": (("SYNTHETIC_USERS_SMTP_HOST",), _text),
+    "smtp_port": (("SYNTHETIC_USERS_SMTP_PORT",), _int(0, 65535)),
+    "inbox_domain": (("SYNTHETIC_USERS_INBOX_DOMAIN",), _domain),
+    "inbox_max_bytes": (("SYNTHETIC_USERS_INBOX_MAX_BYTES",), _int(1024, 64 * 1024 * 1024)),
     "master_key": (("SYNTHETIC_USERS_MASTER_KEY",), _master_key),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}

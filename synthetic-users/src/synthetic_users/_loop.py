@@ -6,6 +6,12 @@ next one starts. `react` records the persona's reaction with the step, the URL a
 `finish` ends the session. On the last turn of the budget only `finish` is offered, and a model
 that still does something else is finished for it.
 
+With an inbox (`inbox=`), `read_inbox` lists the session's mail and `wait_for_email` waits for a
+new message; the outcome shows sender, subject, a short text and the numbered links, and names
+no other address. A link from a message is followed (`navigate`) only when its origin is the
+run's target origin; Understudy's `allowedOrigins` refuses any other navigation anyway
+(`origin_not_allowed`). Without an inbox those two actions are not offered.
+
 When the run has a credential, the model is told its name and user name and offered `log_in`
 (refs of the two fields): the loop fills the user name and types the password with Understudy's
 `fill_secret` from the session's vault secret (`_safety/_login.py`). The password never enters
@@ -28,10 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import re
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlsplit
 
 from synthetic_users._actions import ActionError, parse_action
 from synthetic_users._llm._base import (
@@ -73,6 +81,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from synthetic_users._actions import Action
+    from synthetic_users._inbox import InboxMessage
     from synthetic_users._llm._base import Model, PersonaProfile, ToolSpec
     from synthetic_users._safety._login import SessionLogin
     from understudy_connector import AsyncSession
@@ -86,6 +95,12 @@ TRANSIENT_RETRIES = 3  # timeouts and provider failures
 TRANSIENT_BACKOFF_S = 2.0
 SCROLL_STEP_PX = 600
 SNAPSHOT_MAX_NODES = 600
+INBOX_ACTIONS = frozenset({"read_inbox", "wait_for_email"})
+INBOX_SHOWN = 5  # messages `read_inbox` lists (the newest)
+INBOX_TEXT_CHARS = 400  # of each message's text in that list
+WAIT_TEXT_CHARS = 1500  # of the text of the message `wait_for_email` returns
+WAIT_FOR_EMAIL_DEFAULT_S = 30
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
 
 # Problems that mean the browser, its tab or the session's lease are gone: a new generation.
 _LOST = (
@@ -125,6 +140,21 @@ class Recorder(Protocol):
         ...
 
     def is_cancelled(self, run_id: str) -> bool: ...
+
+
+class Inbox(Protocol):
+    """The session's mail, as the loop reads it (`_inbox.Mailbox`)."""
+
+    def messages(self, session_id: str, *, after: int = 0) -> Sequence[InboxMessage]: ...
+
+    async def wait(
+        self,
+        session_id: str,
+        *,
+        after: int,
+        timeout_s: float,
+        subject_contains: str | None = None,
+    ) -> InboxMessage | None: ...
 
 
 class Screenshots(Protocol):
@@ -169,6 +199,7 @@ class PersonaLoop:
         *,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        inbox: Inbox | None = None,
         login: SessionLogin | None = None,
     ) -> None:
         self._login = login
@@ -178,6 +209,9 @@ class PersonaLoop:
         self._screenshots = screenshots
         self._clock = clock
         self._sleep = sleep
+        self._inbox = inbox
+        self._mail_seen = 0  # the newest message id shown to the model
+        self._mail_links: set[str] = set()  # every link shown from mail
 
     async def run(self, gen: Generation) -> Finish:
         """Take turns until the persona finishes (or the budget ends it).
@@ -217,7 +251,11 @@ class PersonaLoop:
                 turn_budget=gen.turn_budget,
                 observation=observation,
                 history=tuple(history[-HISTORY_TURNS:]),
-                tools=_offered(must_finish, can_log_in=self._login is not None),
+                tools=_offered(
+                    must_finish,
+                    inbox=self._inbox is not None,
+                    can_log_in=self._login is not None,
+                ),
                 prior_reactions=tuple(gen.prior_reactions),
                 must_finish=must_finish,
                 system_prompt=prompt,
@@ -426,7 +464,22 @@ class PersonaLoop:
                 ), []
             case "navigate":
                 url = args["url"]
-                return await self._write("navigate", lambda: s.navigate(url), f"opened {url}"), []
+                refused = self._off_site_link(gen, url)
+                if refused is not None:
+                    return refused, []
+                outcome = await self._write("navigate", lambda: s.navigate(url), f"opened {url}")
+                if outcome.code == "origin_not_allowed":
+                    outcome = replace(
+                        outcome,
+                        summary=f"{url} is not on the site under study "
+                        f"({_origin(gen.target_url)}); the browser refused to open it",
+                    )
+                return outcome, []
+            # -- the inbox --------------------------------------------------------------------
+            case "read_inbox":
+                return self._read_inbox(gen), []
+            case "wait_for_email":
+                return await self._wait_for_email(gen, args), []
             case "react":
                 reaction = await self._react(gen, turn, args, observation)
                 return Outcome(True, f"noted: {args['sentiment']}"), [reaction]
@@ -441,6 +494,82 @@ class PersonaLoop:
         raise ActionError(
             f"unknown action {action.name!r}"
         )  # pragma: no cover - parse_action guards
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    def _read_inbox(self, gen: Generation) -> Outcome:
+        if self._inbox is None:
+            return Outcome(False, "You have no email inbox in this study.", code="no_inbox")
+        messages = list(self._inbox.messages(gen.session_id))
+        if not messages:
+            return Outcome(True, f"Your inbox ({gen.persona.email or 'no address'}) is empty.")
+        shown = messages[-INBOX_SHOWN:]
+        lines = [
+            f"Your inbox has {len(messages)} message(s)"
+            + (f"; the newest {len(shown)}, oldest first:" if len(shown) < len(messages) else ":")
+        ]
+        lines.extend(self._mail_text(gen, m, INBOX_TEXT_CHARS) for m in shown)
+        self._mail_seen = max(self._mail_seen, messages[-1].message_id)
+        return Outcome(True, "\n".join(lines))
+
+    async def _wait_for_email(self, gen: Generation, args: dict[str, Any]) -> Outcome:
+        if self._inbox is None:
+            return Outcome(False, "You have no email inbox in this study.", code="no_inbox")
+        timeout = int(args.get("timeout_s", WAIT_FOR_EMAIL_DEFAULT_S))
+        subject = args.get("subject_contains")
+        started = time.perf_counter()
+        message = await self._inbox.wait(
+            gen.session_id, after=self._mail_seen, timeout_s=timeout, subject_contains=subject
+        )
+        elapsed = (time.perf_counter() - started) * 1000
+        if message is None:
+            which = f" with {subject!r} in its subject" if subject else ""
+            return Outcome(
+                False,
+                f"No new email{which} arrived within {timeout} s.",
+                code="email_timeout",
+                elapsed_ms=elapsed,
+            )
+        self._mail_seen = max(self._mail_seen, message.message_id)
+        return Outcome(
+            True,
+            "A new email arrived:\n" + self._mail_text(gen, message, WAIT_TEXT_CHARS),
+            elapsed_ms=elapsed,
+        )
+
+    def _mail_text(self, gen: Generation, message: InboxMessage, limit: int) -> str:
+        """One message as the model reads it; no address but the sender's and its own."""
+        keep = {message.mail_from.casefold(), gen.persona.email.casefold()}
+        text = _EMAIL.sub(
+            lambda m: m.group(0) if m.group(0).casefold() in keep else "[an email address]",
+            message.text,
+        )
+        text = " ".join(text.split()) if len(text) > limit else text.strip()
+        if len(text) > limit:
+            text = text[: limit - 1].rstrip() + "…"
+        received = datetime.fromtimestamp(message.received_at, UTC).strftime("%H:%M:%S UTC")
+        lines = [
+            f"- From {message.mail_from or 'an unknown sender'}, received {received}, "
+            f"subject {message.subject or '(no subject)'!r}:",
+            "  " + (text.replace("\n", "\n  ") or "(no text)"),
+        ]
+        for number, link in enumerate(message.links, 1):
+            self._mail_links.add(link)
+            lines.append(f"  link {number}: {link}")
+        return "\n".join(lines)
+
+    def _off_site_link(self, gen: Generation, url: str) -> Outcome | None:
+        """Refuse a link from mail whose origin is not the run's target origin."""
+        if url not in self._mail_links or _origin(url) == _origin(gen.target_url):
+            return None
+        return Outcome(
+            False,
+            f"That link from your email leads off the site under study ({_origin(url)}); "
+            f"only links to {_origin(gen.target_url)} are followed.",
+            code="link_off_site",
+        )
+
+    # -- the credential -------------------------------------------------------------------------
 
     async def _log_in(
         self, username_ref: str, password_ref: str, observation: Observation
@@ -513,11 +642,30 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _offered(must_finish: bool, *, can_log_in: bool = False) -> Sequence[ToolSpec]:
+def _offered(
+    must_finish: bool, *, inbox: bool = False, can_log_in: bool = False
+) -> Sequence[ToolSpec]:
     tools = tool_specs()
     if must_finish:
         return [t for t in tools if t.name == "finish"]
-    return tools if can_log_in else [t for t in tools if t.name != "log_in"]
+    hidden = set() if inbox else set(INBOX_ACTIONS)
+    if not can_log_in:
+        hidden.add("log_in")  # offered only when the run has a credential
+    return [t for t in tools if t.name not in hidden]
+
+
+def _origin(url: str) -> str:
+    """`scheme://host[:port]`, lower case, without the scheme's default port."""
+    parts = urlsplit(url)
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 def _login_note(login: SessionLogin) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlsplit
 from uuid import UUID
@@ -37,9 +37,10 @@ from synthetic_users._store import IllegalTransition, RunState, SessionState
 from understudy_connector import UnderstudyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine
 
     from synthetic_users._fleet._base import Fleet, Profile
+    from synthetic_users._inbox import Mailbox
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
     from synthetic_users._safety._login import LoginBroker, SessionLogin
@@ -80,8 +81,16 @@ class Orchestrator:
         publisher: Publisher,
         settings: OrchestratorSettings | None = None,
         *,
+        inbox: Mailbox | None = None,
+        target_refusal: Callable[[str], Awaitable[str | None]] | None = None,
         logins: LoginBroker | None = None,
     ) -> None:
+        """`target_refusal(url)` says why a run's target is refused now (None: allowed).
+
+        It is asked when each run starts, before any browser is used: the name may resolve
+        elsewhere than when the API accepted it (DNS rebinding). By default every target is
+        allowed; the service passes `TargetPolicy.refusal`.
+        """
         self._store = store
         self._fleet = fleet
         self._understudy = understudy
@@ -89,6 +98,8 @@ class Orchestrator:
         self._screenshots = screenshots
         self._publisher = publisher
         self._settings = settings or OrchestratorSettings()
+        self._target_refusal = target_refusal or _allow_every_target
+        self._inbox = inbox  # each session's own address and mail; None: personas have none
         self._logins = logins
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
@@ -138,6 +149,14 @@ class Orchestrator:
         if run.status.terminal:
             return
         pending = [s for s in self._store.sessions(run_id) if not s.status.terminal]
+        refused = await self._target_refusal(run.target_url)
+        if refused is not None:
+            log.warning("run %s: its target is refused now: %s", run_id, refused)
+            reason = f"the target is not allowed when the run starts: {refused}"
+            for row in pending:
+                self._end_session(run_id, row.session_id, SessionState.FAILED, reason, run.model)
+            self._end_run(run_id, RunState.FAILED, reason=reason)
+            return
         for row in pending:
             if row.status is SessionState.RUNNING:
                 # It was running when the service stopped: that generation's browser is gone,
@@ -302,10 +321,13 @@ class Orchestrator:
                     understudy_session_id=str(understudy_session.id),
                     device_id=profile.device_id,
                 )
+                persona = _persona(session.persona)
+                if self._inbox is not None:
+                    persona = replace(persona, email=self._inbox.address_for(session_id))
                 gen = Generation(
                     run_id=run.run_id,
                     session_id=session_id,
-                    persona=_persona(session.persona),
+                    persona=persona,
                     task=run.task,
                     target_url=run.target_url,
                     turn_budget=run.turn_budget,
@@ -317,7 +339,12 @@ class Orchestrator:
                     ],
                 )
                 loop = PersonaLoop(
-                    model, understudy_session, self._store, self._screenshots, login=login
+                    model,
+                    understudy_session,
+                    self._store,
+                    self._screenshots,
+                    inbox=self._inbox,
+                    login=login,
                 )
                 return await self._watched(loop.run(gen), profile)
             except BrowserLost:
@@ -328,6 +355,10 @@ class Orchestrator:
         finally:
             broken = broken or not self._fleet.alive(profile)
             await self._fleet.release(profile, broken=broken)
+
+
+async def _allow_every_target(url: str) -> None:
+    return None
 
 
 def _origin(url: str) -> str:

@@ -4,7 +4,13 @@
 sessions for the fleet's Understudy tenant through the operator API, get a consumer key, start
 the fleet, resume the runs the store says were queued or running) and stops it (close every run
 without marking it, so the next start resumes them; stop every browser). `POST /runs` and
-`DELETE /runs/{id}` tell it of each run created and cancelled.
+`DELETE /runs/{id}` tell it of each run created and cancelled. It also owns the retention
+sweeper (`_retention.py`), and gives the orchestrator the target policy (`_safety/_ssrf.py`) to
+check each run's target again when it starts.
+
+Unless `SYNTHETIC_USERS_SMTP_PORT` is 0 it also runs the inbox's SMTP server (started before the
+orchestrator, so resumed sessions get their mail; stopped after it), and each persona session
+gets its own address at `SYNTHETIC_USERS_INBOX_DOMAIN`.
 
 The Understudy consumer key the service uses is created once through the operator API and kept
 in `<data dir>/understudy-api-key` (mode 0600), unless `UNDERSTUDY_API_KEY` names one.
@@ -20,10 +26,13 @@ from typing import TYPE_CHECKING
 
 from synthetic_users._artifacts import session_prefix
 from synthetic_users._fleet import LocalChromiumFleet
+from synthetic_users._inbox import InboxServer, InboxUnavailable, Mailbox
 from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
+from synthetic_users._retention import RetentionSweeper
 from synthetic_users._safety._login import LoginBroker
+from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._usage import BillerSettings, StripeBiller, UsageStore
 from synthetic_users._webhooks import WebhookStore, WebhookWorker, WorkerSettings
 from understudy_connector import AsyncClient, AsyncOperatorClient
@@ -100,6 +109,12 @@ class RunServices:
         self._fleet: LocalChromiumFleet | None = None
         self._orchestrator: Orchestrator | None = None
         self._cancels: set[asyncio.Task[None]] = set()
+        self._sweeper = RetentionSweeper(
+            store,
+            artifacts,
+            default_days=settings.retention_days,
+            interval_s=settings.retention_sweep_minutes * 60.0,
+        )
         # Usage events and the webhook outbox are written inside the store's end-of-session
         # and end-of-run transactions; the worker and the biller send them after.
         self._webhooks = WebhookStore(store)
@@ -108,6 +123,8 @@ class RunServices:
         self._usage.install()
         self._worker: WebhookWorker | None = None
         self._biller: StripeBiller | None = None
+        self._mailbox: Mailbox | None = None
+        self._smtp: InboxServer | None = None
         # Runs with a credential log in through Understudy's vault (`_safety/_login.py`).
         self._credentials = credentials
 
@@ -129,6 +146,7 @@ class RunServices:
             headless=not s.headed,
         )
         await self._fleet.start()
+        await self._start_inbox()
         self._orchestrator = Orchestrator(
             self._store,
             self._fleet,
@@ -137,6 +155,8 @@ class RunServices:
             Screenshots(self._store, self._artifacts),
             Publisher(self._store, self._artifacts),
             OrchestratorSettings(max_generations=s.max_generations),
+            target_refusal=TargetPolicy(allow_loopback=s.allow_loopback_targets).refusal,
+            inbox=self._mailbox,
             logins=(
                 LoginBroker(self._credentials, self._operator, TENANT)
                 if self._credentials is not None
@@ -147,6 +167,7 @@ class RunServices:
         resumed = await self._orchestrator.start()
         if resumed:
             log.info("resumed %d run(s): %s", len(resumed), ", ".join(resumed))
+        await self._sweeper.start()
 
     def _start_delivery(self) -> None:
         """Start the webhook worker and (with a Stripe key) the biller; both resume from rows."""
@@ -175,6 +196,7 @@ class RunServices:
             self._store.session_ended_hooks.append(lambda _: biller.wake())
 
     async def stop(self) -> None:
+        await self._sweeper.stop()
         if self._orchestrator is not None:
             await self._orchestrator.close()
         if self._worker is not None:
@@ -184,12 +206,40 @@ class RunServices:
         for task in list(self._cancels):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self._stop_inbox()
         if self._fleet is not None:
             await self._fleet.close()
         if self._client is not None:
             await self._client.aclose()
         if self._operator is not None:
             await self._operator.aclose()
+
+    # -- the inbox ------------------------------------------------------------------------------
+
+    async def _start_inbox(self) -> None:
+        s = self._settings
+        if s.smtp_port == 0:
+            log.info("the inbox is off (SYNTHETIC_USERS_SMTP_PORT=0)")
+            return
+        mailbox = Mailbox(self._store, s.inbox_domain)
+        server = InboxServer(
+            mailbox, host=s.smtp_host, port=s.smtp_port, max_bytes=s.inbox_max_bytes
+        )
+        try:
+            await server.start()
+        except InboxUnavailable as exc:
+            raise ServiceConfigError(str(exc)) from exc
+        self._mailbox, self._smtp = mailbox, server
+
+    async def _stop_inbox(self) -> None:
+        if self._smtp is not None:
+            await self._smtp.stop()
+            self._smtp = None
+
+    @property
+    def inbox_port(self) -> int | None:
+        """The port the inbox listens on, or None when it is off."""
+        return self._smtp.port if self._smtp is not None else None
 
     def run_created(self, run: RunRecord) -> None:
         if self._orchestrator is not None:

@@ -13,7 +13,9 @@ import pytest
 from synthetic_users._api import create_app
 from synthetic_users._artifacts import DirectoryStore
 from synthetic_users._safety._credentials import Credentials, Keyring
+from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._store import Store
+from tests.synthetic_users.api.conftest import StubResolver
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -50,7 +52,12 @@ class Api:
 async def api(tmp_path: Path) -> AsyncIterator[Api]:
     store = Store.open(tmp_path / "su.db")
     credentials = Credentials(store.db, Keyring.ephemeral())
-    app = create_app(store, DirectoryStore(tmp_path / "artifacts"), credentials=credentials)
+    app = create_app(
+        store,
+        DirectoryStore(tmp_path / "artifacts"),
+        credentials=credentials,
+        targets=TargetPolicy(resolver=StubResolver()),  # no DNS in tests
+    )
     transport = httpx.ASGITransport(app=app)  # type: ignore[arg-type]
     async with httpx.AsyncClient(transport=transport, base_url="http://su.test") as http:
         yield Api(http, store, credentials)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from demo.build import build_extension
 from study.__main__ import PERSONAS, create_run, follow
-from study._stack import StudyStack, build_extension
+from study._stack import StudyStack
 from tests.e2e._skip import require_chromium
 
 if TYPE_CHECKING:
@@ -130,6 +131,28 @@ def test_personas_never_share_cookies(stack: StudyStack, finished_run: dict[str,
     assert all(any(word in name.lower() for word in persona_words) for name in shoppers)
 
 
+def test_each_persona_types_its_own_inbox_and_order_confirmations_reach_it(
+    stack: StudyStack, finished_run: dict[str, Any]
+) -> None:
+    assert stack.shop is not None
+    addresses = {s["inbox_address"] for s in finished_run["sessions"]}
+    assert len(addresses) == 3
+    assert all(a.endswith("@inbox.localhost") for a in addresses)
+    typed = {s.shipping.get("email") for s in stack.shop.sessions.values() if s.shipping}
+    assert typed and typed <= addresses
+    ordered = [
+        s.shipping["email"]
+        for s in stack.shop.sessions.values()
+        if s.orders and s.shipping and s.shipping.get("email") in addresses
+    ]
+    assert ordered, "no persona placed an order"
+    # The inbox's SMTP server accepted one confirmation for each order (it refuses unknown
+    # addresses at RCPT), addressed to the persona that ordered.
+    sent = [to for to, result in stack.shop.mail_log if to in addresses]
+    assert sorted(sent) == sorted(ordered)
+    assert all(result == "sent" for to, result in stack.shop.mail_log if to in addresses)
+
+
 def test_a_run_resumes_after_the_service_is_killed_mid_run(stack: StudyStack) -> None:
     run_id = create_run(stack, PERSONAS[:2])
     deadline = time.monotonic() + 120
@@ -196,3 +219,9 @@ def test_cancelling_a_run_closes_its_sessions_and_keeps_partial_reports(
 def started_service(stack: StudyStack) -> str:
     assert stack.understudy is not None
     return stack.understudy.base_url
+
+
+def test_the_service_says_loudly_that_loopback_targets_are_allowed(stack: StudyStack) -> None:
+    # The demo shop is on 127.0.0.1: only the operator setting lets it be a target.
+    log = (stack.root / "synthetic-users.log").read_text()
+    assert "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS is on" in log

@@ -28,6 +28,8 @@ ACTIONS = [
     "scroll",
     "navigate",
     "react",
+    "read_inbox",
+    "wait_for_email",
     "finish",
     # Offered only when the run has a credential (the loop filters it out otherwise).
     "log_in",

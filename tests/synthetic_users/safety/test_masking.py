@@ -213,3 +213,16 @@ def test_the_services_logging_masks_on_every_handler() -> None:
             handler.removeFilter(log_filter)
             if handler not in before:
                 root.removeHandler(handler)
+
+
+def test_the_sessions_own_inbox_address_is_the_persona_inbox(store: Store) -> None:
+    _, sid = session_of(store)
+    address = "k3x9q2@inbox.syntheticusers.test"
+    store.db.execute(
+        "UPDATE persona_sessions SET inbox_address = ? WHERE session_id = ?", (address, sid)
+    )
+    turn = every_field_turn(1)
+    turn["action"]["arguments"]["text"] = f"my address is {address}, not {OTHER}"
+    store.record_turn(sid, turn)
+    (stored,) = store.turns(sid)
+    assert stored["action"]["arguments"]["text"] == "my address is [persona inbox], not [email]"

@@ -63,6 +63,8 @@ def session_summary(session: SessionRecord, reactions: list[ReactionRecord]) -> 
     }
     if session.failure_reason:
         body["failure_reason"] = session.failure_reason
+    if session.inbox_address:
+        body["inbox_address"] = session.inbox_address
     return body
 
 
@@ -118,6 +120,7 @@ def session_detail(
         "turn": session.turn,
         "generation": session.generation,
         **({"failure_reason": session.failure_reason} if session.failure_reason else {}),
+        **({"inbox_address": session.inbox_address} if session.inbox_address else {}),
         **_times(session, "started_at", "ended_at"),
         "reactions": [r.to_wire() for r in reactions],
         "turns": turns,

@@ -38,6 +38,7 @@ class PersonaProfile:
     patience: str = "medium"  # low | medium | high
     device: str = "desktop"  # desktop | mobile
     locale: str = "en-US"
+    email: str = ""  # the session's own inbox address, when the study gives it one
 
 
 @dataclass(frozen=True)

@@ -401,13 +401,17 @@ def slug(name: str) -> str:
 
 
 def persona_data(persona: PersonaProfile) -> dict[str, str]:
-    """Plausible, obviously fake details for forms; the email domain is reserved for tests."""
+    """Plausible, obviously fake details for forms.
+
+    The email is the session's own inbox when it has one (so a site's mail reaches it), else an
+    address at a domain reserved for tests.
+    """
     first, _, last = persona.name.partition(" ")
     return {
         "full_name": persona.name,
         "first_name": first,
         "last_name": last or first,
-        "email": f"{slug(persona.name)}@example.test",
+        "email": persona.email or f"{slug(persona.name)}@example.test",
         "street": "12 Garden Street",
         "city": "Springfield",
         "postcode": POSTCODES.get(persona.locale, POSTCODES["en-US"]),

@@ -93,6 +93,13 @@ def system_prompt(persona: PersonaProfile, task: str, target_url: str, turn_budg
     about.append(_trait("patience", persona.patience, _PATIENCE))
     about.append(_DEVICE.get(persona.device, f"You use a {persona.device} device."))
     about.append(f"Your language and region: {persona.locale}.")
+    if persona.email:
+        about.append(
+            f"Your email address is {persona.email}: give it whenever a site asks for your "
+            "email. Mail sent to it arrives in your inbox: `read_inbox` shows what came so far, "
+            "`wait_for_email` waits for a new message (a confirmation, a code); open a link from "
+            "a message with `navigate` and its address."
+        )
     return "\n\n".join(
         [
             "You are a real person using a website, taking part in a usability study. You are "

@@ -18,9 +18,9 @@ must not be read as a phone number.
 Logs: `PiiLogFilter` masks each record's formatted message (and its exception text) on the
 service's handlers; `install_log_filter` puts it on the root logger's handlers.
 
-The persona's own inbox is `[persona inbox]`: for now the address the heuristic persona types
-(`<slug of its name>@example.test`); a session's own inbox addresses are added by
-`session_masker(extra_inboxes=...)`.
+The persona's own inbox is `[persona inbox]`: the session's inbox address (`inbox_address`,
+assigned by `_inbox` when the session first starts; the store passes it as `extra_inboxes`) and
+the address the heuristic persona types without an inbox (`<slug of its name>@example.test`).
 """
 
 from __future__ import annotations

@@ -210,9 +210,50 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
             WHERE status = 'pending';
         """,
     ),
-    # -- credentials for the target site (issue 17, item 5) ------------------------------------
+    # -- inbox per session (issue 17 item 2) --------------------------------------------------
     (
         5,
+        "each persona session's inbox address, and the mail it received",
+        """
+        ALTER TABLE persona_sessions ADD COLUMN inbox_address TEXT;
+        CREATE UNIQUE INDEX persona_sessions_inbox ON persona_sessions (inbox_address)
+            WHERE inbox_address IS NOT NULL;
+        CREATE TABLE inbox_messages (
+            message_id INTEGER PRIMARY KEY AUTOINCREMENT,
+            session_id TEXT NOT NULL REFERENCES persona_sessions (session_id),
+            received_at REAL NOT NULL,
+            mail_from TEXT NOT NULL,
+            subject TEXT NOT NULL,
+            body TEXT NOT NULL,
+            links TEXT NOT NULL,
+            size INTEGER NOT NULL
+        );
+        CREATE INDEX inbox_messages_by_session ON inbox_messages (session_id, message_id);
+        """,
+    ),
+    # -- retention (issue 17 item 5) ------------------------------------------------------------
+    (
+        6,
+        "retention: per-customer settings, tombstones of expired runs",
+        """
+        CREATE TABLE customer_settings (
+            customer_id TEXT PRIMARY KEY REFERENCES customers (customer_id),
+            retention_days INTEGER,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE expired_runs (
+            run_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL,
+            ended_at REAL,
+            expired_at REAL NOT NULL
+        );
+        CREATE INDEX runs_ended ON runs (ended_at)
+            WHERE status IN ('completed', 'failed', 'cancelled');
+        """,
+    ),
+    # -- credentials for the target site (issue 17, item 5) ------------------------------------
+    (
+        7,
         "credentials for the target site, sealed under per-customer data keys",
         """
         -- A customer's data key, wrapped (AES-256-GCM) by the service's master key.

@@ -81,6 +81,7 @@ class SessionRecord:
     failure_reason: str | None
     started_at: float | None
     ended_at: float | None
+    inbox_address: str | None = None  # assigned by the inbox when the session first starts
 
     @property
     def persona_name(self) -> str:
@@ -101,6 +102,7 @@ class SessionRecord:
             failure_reason=row["failure_reason"],
             started_at=row["started_at"],
             ended_at=row["ended_at"],
+            inbox_address=row["inbox_address"] if "inbox_address" in row.keys() else None,
         )
 
 

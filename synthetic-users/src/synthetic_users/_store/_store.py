@@ -80,7 +80,7 @@ class Store:
         # exist exactly when the state change does. A hook that raises rolls the change back.
         self.run_ended_hooks: list[Callable[[RunRecord], object]] = []
         self.session_ended_hooks: list[Callable[[SessionRecord], object]] = []
-        self._maskers: dict[str, PiiMasker] = {}  # session -> its PII masker
+        self._maskers: dict[tuple[str, str | None], PiiMasker] = {}  # (session, inbox) -> masker
 
     @classmethod
     def open(
@@ -242,6 +242,22 @@ class Store:
                 raise
             return existing, False
         return self.get_run(run_id), True
+
+    def replay(self, customer_id: str, key: str, request_hash: str) -> RunRecord | None:
+        """The run `key` already created for this request, or None when the key is new.
+
+        Raises:
+            IdempotencyConflict: the key was used before for a different request.
+        """
+        return self._by_idempotency_key(customer_id, key, request_hash)
+
+    def count_active_runs(self, customer_id: str) -> int:
+        """How many of the customer's runs are `queued` or `running`."""
+        row = self.db.one(
+            "SELECT COUNT(*) FROM runs WHERE customer_id = ? AND status IN (?, ?)",
+            (customer_id, RunState.QUEUED, RunState.RUNNING),
+        )
+        return int(row[0]) if row else 0
 
     def _by_idempotency_key(
         self, customer_id: str, key: str, request_hash: str
@@ -623,9 +639,12 @@ class Store:
     # -- helpers ------------------------------------------------------------------------------
 
     def _masker(self, session: SessionRecord) -> PiiMasker:
-        masker = self._maskers.get(session.session_id)
+        # Keyed by the inbox address too: the inbox assigns it when the session first starts.
+        key = (session.session_id, session.inbox_address)
+        masker = self._maskers.get(key)
         if masker is None:
-            masker = self._maskers[session.session_id] = session_masker(session.persona)
+            own = [session.inbox_address] if session.inbox_address else []
+            masker = self._maskers[key] = session_masker(session.persona, own)
         return masker
 
     def _ensure_customer(self, conn: sqlite3.Connection, customer_id: str) -> None:

@@ -13,6 +13,8 @@ ACTION_NAMES: Final[tuple[str, ...]] = (
     "scroll",
     "navigate",
     "react",
+    "read_inbox",
+    "wait_for_email",
     "finish",
     "log_in",
 )
@@ -231,6 +233,52 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
         },
     },
     {
+        "name": "read_inbox",
+        "description": "Open your email inbox (the address you give on the site) and read the messages received so far: sender, subject, time, the text and its numbered links. Follow a link with `navigate` and its URL; links off the site under study are refused.",
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["ease"],
+            "properties": {
+                "ease": {
+                    "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 7,
+                }
+            },
+        },
+    },
+    {
+        "name": "wait_for_email",
+        "description": "Wait for a new email to arrive in your inbox (a confirmation, a one-time code), up to `timeout_s` seconds; with `subject_contains`, only for one whose subject contains that text. You then read it with its numbered links.",
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["ease"],
+            "properties": {
+                "timeout_s": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 60,
+                    "description": "How long to wait, in seconds (default 30).",
+                },
+                "subject_contains": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 200,
+                    "description": "Wait only for a message whose subject contains this text (case-insensitive).",
+                },
+                "ease": {
+                    "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 7,
+                },
+            },
+        },
+    },
+    {
         "name": "finish",
         "description": "End the session: say whether you got the task done and how it went. Required when the turn budget is spent.",
         "parameters": {
@@ -280,70 +328,148 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
 # operationId -> HTTP status -> problem codes that response may carry
 PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
     "createRun": {
-        "400": ["validation_failed", "invalid_json"],
+        "400": ["validation_failed", "invalid_json", "target_not_allowed", "target_unresolvable"],
         "401": ["unauthorized"],
         "413": ["payload_too_large"],
         "409": ["idempotency_conflict"],
+        "429": ["rate_limited", "too_many_active_runs"],
     },
-    "listRuns": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
-    "getRun": {"401": ["unauthorized"], "404": ["run_not_found"]},
-    "cancelRun": {"401": ["unauthorized"], "404": ["run_not_found"]},
-    "getSession": {"401": ["unauthorized"], "404": ["run_not_found", "session_not_found"]},
-    "getRunReportJson": {"401": ["unauthorized"], "404": ["run_not_found", "artifact_not_found"]},
+    "listRuns": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
+    "getRun": {
+        "401": ["unauthorized"],
+        "404": ["run_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
+    },
+    "cancelRun": {
+        "401": ["unauthorized"],
+        "404": ["run_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
+    },
+    "getSession": {
+        "401": ["unauthorized"],
+        "404": ["run_not_found", "session_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
+    },
+    "getRunReportJson": {
+        "401": ["unauthorized"],
+        "404": ["run_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
+    },
     "getRunReportMarkdown": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
-    "getRunReportHtml": {"401": ["unauthorized"], "404": ["run_not_found", "artifact_not_found"]},
+    "getRunReportHtml": {
+        "401": ["unauthorized"],
+        "404": ["run_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
+    },
     "getSessionTranscript": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
     "getSessionReportJson": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
     "getSessionReportMarkdown": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
     "getSessionReportHtml": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
     "getSessionScreenshot": {
         "401": ["unauthorized"],
         "404": ["run_not_found", "session_not_found", "artifact_not_found"],
+        "410": ["run_expired"],
+        "429": ["rate_limited"],
     },
     "createPersona": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
         "413": ["payload_too_large"],
+        "429": ["rate_limited"],
     },
-    "listPersonas": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
-    "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
-    "deletePersona": {"401": ["unauthorized"], "404": ["persona_not_found"]},
+    "listPersonas": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
+    "getPersona": {"401": ["unauthorized"], "404": ["persona_not_found"], "429": ["rate_limited"]},
+    "deletePersona": {
+        "401": ["unauthorized"],
+        "404": ["persona_not_found"],
+        "429": ["rate_limited"],
+    },
     "createWebhook": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
         "413": ["payload_too_large"],
+        "429": ["rate_limited"],
     },
-    "listWebhooks": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
-    "getWebhook": {"401": ["unauthorized"], "404": ["webhook_not_found"]},
-    "deleteWebhook": {"401": ["unauthorized"], "404": ["webhook_not_found"]},
+    "listWebhooks": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
+    "getWebhook": {"401": ["unauthorized"], "404": ["webhook_not_found"], "429": ["rate_limited"]},
+    "deleteWebhook": {
+        "401": ["unauthorized"],
+        "404": ["webhook_not_found"],
+        "429": ["rate_limited"],
+    },
     "listWebhookDeliveries": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
         "404": ["webhook_not_found"],
+        "429": ["rate_limited"],
     },
-    "listUsage": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
+    "listUsage": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
     "createCredential": {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
+        "429": ["rate_limited"],
         "413": ["payload_too_large"],
     },
-    "listCredentials": {"400": ["validation_failed", "invalid_json"], "401": ["unauthorized"]},
-    "getCredential": {"401": ["unauthorized"], "404": ["credential_not_found"]},
-    "deleteCredential": {"401": ["unauthorized"], "404": ["credential_not_found"]},
+    "listCredentials": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
+    "getCredential": {
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+        "404": ["credential_not_found"],
+    },
+    "deleteCredential": {
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+        "404": ["credential_not_found"],
+    },
     "getHealth": {},
 }

@@ -25,6 +25,8 @@ ActionName = TypeAliasType(
             "scroll",
             "navigate",
             "react",
+            "read_inbox",
+            "wait_for_email",
             "finish",
             "log_in",
         ],
@@ -774,6 +776,10 @@ class SessionSummary(WireModel):
     The last turn persisted (0 before the first).
     """
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     reactions: list[Reaction]
     """
     Every reaction so far, of every generation, oldest first.
@@ -964,6 +970,40 @@ class PayloadTooLargeProblem(Problem):
     code: Annotated[
         Literal["payload_too_large"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
     ]
+
+
+class CreateRunProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[400], Field(ge=400, le=599)]
+    code: Literal[
+        "validation_failed", "invalid_json", "target_not_allowed", "target_unresolvable"
+    ]
+
+
+class CreateRunLimitedProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[429], Field(ge=400, le=599)]
+    code: Literal["rate_limited", "too_many_active_runs"]
+
+
+class RateLimitedProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[429], Field(ge=400, le=599)]
+    code: Annotated[Literal["rate_limited"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+
+
+class RunExpiredProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[410], Field(ge=400, le=599)]
+    code: Annotated[Literal["run_expired"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
 
 
 class UnauthorizedProblem(Problem):
@@ -1244,6 +1284,58 @@ class ReactAction(WireModel):
     arguments: Annotated[ReactArguments, Field(title="ReactArguments")]
 
 
+class ReadInboxArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class ReadInboxAction(WireModel):
+    """
+    Open your email inbox (the address you give on the site) and read the messages received so far: sender, subject, time, the text and its numbered links. Follow a link with `navigate` and its URL; links off the site under study are refused.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["read_inbox"]
+    arguments: Annotated[ReadInboxArguments, Field(title="ReadInboxArguments")]
+
+
+class WaitForEmailArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    timeout_s: Annotated[int | None, Field(ge=1, le=60)] = None
+    """
+    How long to wait, in seconds (default 30).
+    """
+    subject_contains: Annotated[str | None, Field(max_length=200, min_length=1)] = None
+    """
+    Wait only for a message whose subject contains this text (case-insensitive).
+    """
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class WaitForEmailAction(WireModel):
+    """
+    Wait for a new email to arrive in your inbox (a confirmation, a one-time code), up to `timeout_s` seconds; with `subject_contains`, only for one whose subject contains that text. You then read it with its numbered links.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["wait_for_email"]
+    arguments: Annotated[WaitForEmailArguments, Field(title="WaitForEmailArguments")]
+
+
 class FinishArguments(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1416,6 +1508,8 @@ Action = TypeAliasType(
         | ScrollAction
         | NavigateAction
         | ReactAction
+        | ReadInboxAction
+        | WaitForEmailAction
         | FinishAction
         | LogInAction,
         Field(
@@ -1496,7 +1590,7 @@ class RunRequest(WireModel):
         ),
     ]
     """
-    An absolute `http(s)` URL (no user name or password) where every persona starts; its origin bounds where they may go.
+    An absolute `https` URL of a public host (no user name or password) where every persona starts; its origin bounds where they may go. `http` and loopback hosts only where the operator allows loopback targets (local development).
     """
     task: Annotated[str, Field(max_length=4000, min_length=1)]
     """
@@ -1530,6 +1624,10 @@ class SessionDetail(WireModel):
     status: SessionStatus
     turn: Annotated[int, Field(ge=0)]
     generation: Generation
+    inbox_address: Annotated[str | None, Field(max_length=320)] = None
+    """
+    The persona's own email address (mail to it lands in the session's inbox); assigned when the session first starts.
+    """
     failure_reason: Annotated[str | None, Field(max_length=2000)] = None
     started_at: Timestamp | None = None
     ended_at: Timestamp | None = None
@@ -1621,6 +1719,12 @@ class SyntheticUsersWire(WireModel):
         None
     )
     react_action: Annotated[ReactAction | None, Field(alias="reactAction")] = None
+    read_inbox_action: Annotated[
+        ReadInboxAction | None, Field(alias="readInboxAction")
+    ] = None
+    wait_for_email_action: Annotated[
+        WaitForEmailAction | None, Field(alias="waitForEmailAction")
+    ] = None
     finish_action: Annotated[FinishAction | None, Field(alias="finishAction")] = None
     log_in_action: Annotated[LogInAction | None, Field(alias="logInAction")] = None
     action_name: Annotated[ActionName | None, Field(alias="actionName")] = None
@@ -1723,6 +1827,18 @@ class SyntheticUsersWire(WireModel):
     ] = None
     payload_too_large_problem: Annotated[
         PayloadTooLargeProblem | None, Field(alias="payloadTooLargeProblem")
+    ] = None
+    create_run_problem: Annotated[
+        CreateRunProblem | None, Field(alias="createRunProblem")
+    ] = None
+    create_run_limited_problem: Annotated[
+        CreateRunLimitedProblem | None, Field(alias="createRunLimitedProblem")
+    ] = None
+    rate_limited_problem: Annotated[
+        RateLimitedProblem | None, Field(alias="rateLimitedProblem")
+    ] = None
+    run_expired_problem: Annotated[
+        RunExpiredProblem | None, Field(alias="runExpiredProblem")
     ] = None
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
