@@ -247,7 +247,7 @@ def test_the_usage_page_shows_totals_and_each_session_and_filters_by_run(
     everything = client.get("/dashboard/usage").text
     assert totals(everything) == {
         "Persona sessions": "3",
-        "Browser minutes": "4.5",
+        "Browser minutes": "4.50",
         "Turns": "29",
         "Input tokens": "4,000",
         "Output tokens": "600",
