@@ -289,3 +289,26 @@ def test_the_navigation_leads_to_webhooks_and_usage(signed_in: Signed) -> None:
     page = client.get("/dashboard/usage").text
     assert '<a href="/dashboard/webhooks">Webhooks</a>' in page
     assert '<a href="/dashboard/usage" aria-current="page">Usage</a>' in page
+
+
+def test_an_endpoint_that_answered_410_is_listed_disabled_with_the_reason(
+    signed_in: Signed, dash: Dashboard
+) -> None:
+    client, _token = signed_in
+    webhooks = WebhookStore(dash.store)
+    hook, _secret = webhooks.create("acme", HOOK, ["run.completed"])
+    webhooks.on_run_ended(_run(dash, "Buy a kettle", "Rosa"))
+    (due,) = webhooks.due(dash.store.clock() + 1)
+    webhooks.record_attempt(
+        due,
+        attempted_at=1_764_590_400.0,
+        duration_ms=20.0,
+        status_code=410,
+        error=None,
+        outcome="disable",
+        next_retry_at=None,
+    )
+    for path in ("/dashboard/webhooks", f"/dashboard/webhooks/{hook.webhook_id}"):
+        page = client.get(path).text
+        assert '<span class="status status-disabled">disabled</span> the endpoint answered ' in page
+        assert "410 Gone: it gets nothing more." in page
