@@ -27,7 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from bench._server import Server, new_devices
-from demo.__main__ import DIST, EXTENSION_ID, _build_extension
+from demo.__main__ import EXTENSION_ID
+from demo.build import DIST, build_extension
 from demo.cdp import DevTools
 from demo.chromium import (
     CHROMIUM,
@@ -218,7 +219,7 @@ async def chromium_rig(
     origin of `pages` only.
     """
     require_chromium()
-    log(f"chromium: extension {await asyncio.to_thread(_build_extension)}")
+    log(f"chromium: extension {await asyncio.to_thread(build_extension)}")
     devices = new_devices(1, prefix="chromium")
     device_id, credential = next(iter(devices.items()))
     async with contextlib.AsyncExitStack() as stack:

@@ -6,7 +6,9 @@ Method:
    fresh data directory (SQLite ``synchronous=FULL``, WAL) and no orchestrator, so runs stay
    ``queued``: what is measured is the API's own work, not personas competing for the cores (a
    run's work happens after its answer in any case). The API key comes
-   from ``synthetic-users keys create --customer bench``, as an operator makes one.
+   from ``synthetic-users keys create --customer bench``, as an operator makes one. The rate
+   limits are off (``0``) and the target is a loopback address with loopback targets allowed:
+   the machine has no DNS, and the service resolves every target's name before it writes a run.
 2. One sample: ``POST /runs`` with three inline personas of different literacy, a target URL,
    a task and a fresh ``Idempotency-Key``, on a keep-alive HTTP/1.1 connection (``bench._http``),
    timed from the request written to the reply read. ``202`` means the body was validated against
@@ -47,7 +49,7 @@ TARGET_P99_MS: Final = 500.0
 CONCURRENCY: Final = 8
 CUSTOMER: Final = "bench"
 BODY: Final = {
-    "target_url": "https://shop.example.com/",
+    "target_url": "https://127.0.0.1:8443/shop",
     "task": "Find a kettle under 40 euros, add it to the cart and check out as a guest.",
     "personas": [
         {"name": "Margaret", "background": "Retired teacher.", "digital_literacy": "low"},
@@ -69,7 +71,14 @@ class Service:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
         self.port = free_port()
-        self.env = {**os.environ, "SYNTHETIC_USERS_DATA_DIR": str(data_dir)}
+        self.env = {
+            **os.environ,
+            "SYNTHETIC_USERS_DATA_DIR": str(data_dir),
+            "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS": "1",
+            "SYNTHETIC_USERS_RUNS_PER_MINUTE": "0",
+            "SYNTHETIC_USERS_REQUESTS_PER_MINUTE": "0",
+            "SYNTHETIC_USERS_MAX_ACTIVE_RUNS": "0",
+        }
         self.proc: asyncio.subprocess.Process | None = None
         self.key = ""
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from demo.build import DIST, EXTENSION, build_extension, free_port
 from demo.chromium import CHROMIUM, enroll, launch
 from demo.site import USERNAME, DemoSite
 from understudy_connector import AuditEvent, Client, find_ref
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
     from demo.chromium import Chromium
 
 ROOT = Path(__file__).resolve().parent.parent
-EXTENSION = ROOT / "extension"
-DIST = EXTENSION / "dist"
 EXTENSION_ID = re.search(
     r'EXTENSION_ID = "([a-p]{32})"', (EXTENSION / "src" / "extensionId.ts").read_text()
 ).group(1)  # type: ignore[union-attr]
@@ -119,27 +118,6 @@ def _token(output: str, label: str) -> str:
     return match.group(1)
 
 
-def _build_extension() -> str:
-    sources = [p for p in (EXTENSION / "src").rglob("*") if p.is_file()]
-    sources += [EXTENSION / "manifest.json", EXTENSION / "build.mjs"]
-    built = DIST / "background.js"
-    if built.exists() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return "up to date"
-    pnpm = shutil.which("pnpm")
-    command = [pnpm] if pnpm else ["npx", "--yes", "pnpm@12.4.2"]
-    _run(*command, "-C", str(EXTENSION), "build")
-    return "built extension/dist"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 async def _wait(predicate: Callable[[], Any], what: str, timeout_s: float) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -160,7 +138,7 @@ async def main_job(args: argparse.Namespace) -> int:
     )
     if not args.data_dir:
         stack.callback(shutil.rmtree, data_dir, ignore_errors=True)
-    port = args.port or _free_port()
+    port = args.port or free_port()
     env = _cli_env(data_dir, port)
     base_url = f"http://127.0.0.1:{port}"
     browser: Chromium | None = None
@@ -168,7 +146,7 @@ async def main_job(args: argparse.Namespace) -> int:
     print(f"Understudy main job — SQLite in {data_dir}, backend on {base_url}\n", flush=True)
     try:
         with report.step("build extension") as step:
-            step.detail = _build_extension()
+            step.detail = build_extension()
         with report.step("enroll key, device, secret") as step:
             _understudy(env, "migrate")  # only migrate and serve create a database
             api_key = _token(

@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from study._stack import CUSTOMER, ROOT, StudyStack, build_extension, started
+from demo.build import ROOT, build_extension
+from study._stack import CUSTOMER, StudyStack, started
 from study.shop import FLAWS
 
 TASK = "Buy a rain jacket and have it delivered to your home."
@@ -162,9 +163,16 @@ def main(argv: list[str] | None = None) -> int:
         shop, understudy = started(stack.shop, "shop"), started(stack.understudy, "Understudy")
         print(
             f"  Understudy {understudy.base_url}, demo shop {shop.origin}, "
-            f"Synthetic Users {stack.url} (loopback targets allowed for this local study)",
+            f"Synthetic Users {stack.url}",
             flush=True,
         )
+        if stack.synthetic_users_env().get("SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS") == "1":
+            # The shop listens on 127.0.0.1, which a real service refuses as a target (SSRF).
+            print(
+                "  ! SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS=1: loopback targets (http and https "
+                "on 127.0.0.0/8, ::1, localhost) are allowed, for this local study only",
+                flush=True,
+            )
         print(f"  planted flaws: {', '.join(FLAWS)}\n", flush=True)
         run_id = create_run(stack, PERSONAS)
         print(f"Run {run_id}: {len(PERSONAS)} personas, task {TASK!r}", flush=True)

@@ -11,9 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,11 +21,9 @@ from typing import IO, TypeVar
 
 import httpx
 
+from demo.build import DIST, ROOT, free_port
 from study.shop import DemoShop
 
-ROOT = Path(__file__).resolve().parent.parent
-EXTENSION = ROOT / "extension"
-DIST = EXTENSION / "dist"
 CUSTOMER = "demo-team"
 T = TypeVar("T")
 READY_TIMEOUT_S = 30.0
@@ -38,30 +34,6 @@ def started(value: T | None, what: str) -> T:
     if value is None:
         raise RuntimeError(f"{what} is not running: call StudyStack.start() first")
     return value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def build_extension() -> str:
-    """Build extension/dist unless it is newer than every source."""
-    sources = [p for p in (EXTENSION / "src").rglob("*") if p.is_file()]
-    sources += [EXTENSION / "manifest.json", EXTENSION / "build.mjs"]
-    built = DIST / "background.js"
-    if built.exists() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):
-        return "up to date"
-    pnpm = shutil.which("pnpm")
-    command = [pnpm] if pnpm else ["npx", "--yes", "pnpm@12.4.2"]
-    done = subprocess.run(
-        [*command, "-C", str(EXTENSION), "build"], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"the extension did not build:\n{done.stdout}{done.stderr}")
-    return "built extension/dist"
 
 
 def _cli(env: dict[str, str], module: str, *args: str) -> str:

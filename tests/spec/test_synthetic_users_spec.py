@@ -120,8 +120,14 @@ def test_a_saved_persona_is_referenced_by_id_in_a_run() -> None:
 
 def test_every_error_response_carries_problem_codes() -> None:
     codes = problem_codes(SPEC)
-    assert codes["createRun"]["400"] == ["validation_failed", "invalid_json"]
+    assert codes["createRun"]["400"] == [
+        "validation_failed",
+        "invalid_json",
+        "target_not_allowed",
+        "target_unresolvable",
+    ]
     assert codes["createRun"]["409"] == ["idempotency_conflict"]
+    assert codes["createRun"]["429"] == ["rate_limited", "too_many_active_runs"]
     assert codes["getSessionScreenshot"]["404"] == [
         "run_not_found",
         "session_not_found",
@@ -131,6 +137,12 @@ def test_every_error_response_carries_problem_codes() -> None:
     for oid, by_status in codes.items():
         if oid != "getHealth":
             assert by_status["401"] == ["unauthorized"], oid
+            assert "rate_limited" in by_status["429"], oid
+    # Every operation on a run, its sessions or their artifacts says the run may have expired.
+    for path, item in SPEC.openapi["paths"].items():
+        for method, op in item.items():
+            if path.startswith("/runs/") and isinstance(op, dict) and "responses" in op:
+                assert codes[op["operationId"]]["410"] == ["run_expired"], (path, method)
 
 
 def test_the_seeds_paths_and_field_names_are_the_apis() -> None:

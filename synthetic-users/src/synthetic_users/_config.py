@@ -21,6 +21,12 @@ the variable and what to do; messages never repeat a value that may be secret.
 | `SYNTHETIC_USERS_HEADED` | off | `1`: show the fleet's browsers (needs a display) |
 | `SYNTHETIC_USERS_DEFAULT_TURN_BUDGET` | `30` | a run's `turn_budget` when it gives none |
 | `SYNTHETIC_USERS_MAX_GENERATIONS` | `3` | browser generations per session before it fails |
+| `SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS` | off | `1`: loopback `http(s)` targets too (local dev) |
+| `SYNTHETIC_USERS_RETENTION_DAYS` | `30` | days a run is kept after it ends (CLI: per customer) |
+| `SYNTHETIC_USERS_RETENTION_SWEEP_MINUTES` | `60` | how often expired runs are deleted |
+| `SYNTHETIC_USERS_RUNS_PER_MINUTE` | `10` | runs each API key may create a minute (`0`: no limit) |
+| `SYNTHETIC_USERS_MAX_ACTIVE_RUNS` | `5` | queued + running runs per customer (`0`: no limit) |
+| `SYNTHETIC_USERS_REQUESTS_PER_MINUTE` | `600` | requests per API key a minute (`0`: none) |
 | `SYNTHETIC_USERS_ALLOW_LOOPBACK` | off | `1`: loopback webhook endpoints (development only) |
 | `SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S` | `10` | one webhook delivery attempt |
 | `SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE` | 5 s … 8 h, 9 delays | seconds before each retry |
@@ -92,6 +98,12 @@ class Settings:
     headed: bool = False
     default_turn_budget: int = 30
     max_generations: int = 3
+    allow_loopback_targets: bool = False
+    retention_days: int = 30
+    retention_sweep_minutes: int = 60
+    runs_per_minute: int = 10
+    max_active_runs: int = 5
+    requests_per_minute: int = 600
     allow_loopback: bool = False
     webhook_timeout_s: float = 10.0
     webhook_retry_schedule: tuple[float, ...] = WEBHOOK_RETRY_SCHEDULE
@@ -225,6 +237,12 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "headed": (("SYNTHETIC_USERS_HEADED",), _flag),
     "default_turn_budget": (("SYNTHETIC_USERS_DEFAULT_TURN_BUDGET",), _int(1, 200)),
     "max_generations": (("SYNTHETIC_USERS_MAX_GENERATIONS",), _int(1, 20)),
+    "allow_loopback_targets": (("SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS",), _flag),
+    "retention_days": (("SYNTHETIC_USERS_RETENTION_DAYS",), _int(1, 3650)),
+    "retention_sweep_minutes": (("SYNTHETIC_USERS_RETENTION_SWEEP_MINUTES",), _int(1, 1440)),
+    "runs_per_minute": (("SYNTHETIC_USERS_RUNS_PER_MINUTE",), _int(0, 100_000)),
+    "max_active_runs": (("SYNTHETIC_USERS_MAX_ACTIVE_RUNS",), _int(0, 100_000)),
+    "requests_per_minute": (("SYNTHETIC_USERS_REQUESTS_PER_MINUTE",), _int(0, 1_000_000)),
     "allow_loopback": (("SYNTHETIC_USERS_ALLOW_LOOPBACK",), _flag),
     "webhook_timeout_s": (("SYNTHETIC_USERS_WEBHOOK_TIMEOUT_S",), _seconds),
     "webhook_retry_schedule": (("SYNTHETIC_USERS_WEBHOOK_RETRY_SCHEDULE",), _schedule),

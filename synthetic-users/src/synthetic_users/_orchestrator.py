@@ -37,7 +37,7 @@ from synthetic_users._store import IllegalTransition, RunState, SessionState
 from understudy_connector import UnderstudyError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine
+    from collections.abc import Awaitable, Callable, Coroutine
 
     from synthetic_users._fleet._base import Fleet, Profile
     from synthetic_users._inbox import Mailbox
@@ -81,7 +81,14 @@ class Orchestrator:
         settings: OrchestratorSettings | None = None,
         *,
         inbox: Mailbox | None = None,
+        target_refusal: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
+        """`target_refusal(url)` says why a run's target is refused now (None: allowed).
+
+        It is asked when each run starts, before any browser is used: the name may resolve
+        elsewhere than when the API accepted it (DNS rebinding). By default every target is
+        allowed; the service passes `TargetPolicy.refusal`.
+        """
         self._store = store
         self._fleet = fleet
         self._understudy = understudy
@@ -89,6 +96,7 @@ class Orchestrator:
         self._screenshots = screenshots
         self._publisher = publisher
         self._settings = settings or OrchestratorSettings()
+        self._target_refusal = target_refusal or _allow_every_target
         self._inbox = inbox  # each session's own address and mail; None: personas have none
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
@@ -138,6 +146,14 @@ class Orchestrator:
         if run.status.terminal:
             return
         pending = [s for s in self._store.sessions(run_id) if not s.status.terminal]
+        refused = await self._target_refusal(run.target_url)
+        if refused is not None:
+            log.warning("run %s: its target is refused now: %s", run_id, refused)
+            reason = f"the target is not allowed when the run starts: {refused}"
+            for row in pending:
+                self._end_session(run_id, row.session_id, SessionState.FAILED, reason, run.model)
+            self._end_run(run_id, RunState.FAILED, reason=reason)
+            return
         for row in pending:
             if row.status is SessionState.RUNNING:
                 # It was running when the service stopped: that generation's browser is gone,
@@ -323,6 +339,10 @@ class Orchestrator:
         finally:
             broken = broken or not self._fleet.alive(profile)
             await self._fleet.release(profile, broken=broken)
+
+
+async def _allow_every_target(url: str) -> None:
+    return None
 
 
 def _origin(url: str) -> str:

@@ -4,7 +4,9 @@
 sessions for the fleet's Understudy tenant through the operator API, get a consumer key, start
 the fleet, resume the runs the store says were queued or running) and stops it (close every run
 without marking it, so the next start resumes them; stop every browser). `POST /runs` and
-`DELETE /runs/{id}` tell it of each run created and cancelled.
+`DELETE /runs/{id}` tell it of each run created and cancelled. It also owns the retention
+sweeper (`_retention.py`), and gives the orchestrator the target policy (`_safety/_ssrf.py`) to
+check each run's target again when it starts.
 
 Unless `SYNTHETIC_USERS_SMTP_PORT` is 0 it also runs the inbox's SMTP server (started before the
 orchestrator, so resumed sessions get their mail; stopped after it), and each persona session
@@ -28,6 +30,8 @@ from synthetic_users._inbox import InboxServer, InboxUnavailable, Mailbox
 from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
+from synthetic_users._retention import RetentionSweeper
+from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._usage import BillerSettings, StripeBiller, UsageStore
 from synthetic_users._webhooks import WebhookStore, WebhookWorker, WorkerSettings
 from understudy_connector import AsyncClient, AsyncOperatorClient
@@ -96,6 +100,12 @@ class RunServices:
         self._fleet: LocalChromiumFleet | None = None
         self._orchestrator: Orchestrator | None = None
         self._cancels: set[asyncio.Task[None]] = set()
+        self._sweeper = RetentionSweeper(
+            store,
+            artifacts,
+            default_days=settings.retention_days,
+            interval_s=settings.retention_sweep_minutes * 60.0,
+        )
         # Usage events and the webhook outbox are written inside the store's end-of-session
         # and end-of-run transactions; the worker and the biller send them after.
         self._webhooks = WebhookStore(store)
@@ -134,12 +144,14 @@ class RunServices:
             Screenshots(self._store, self._artifacts),
             Publisher(self._store, self._artifacts),
             OrchestratorSettings(max_generations=s.max_generations),
+            target_refusal=TargetPolicy(allow_loopback=s.allow_loopback_targets).refusal,
             inbox=self._mailbox,
         )
         self._start_delivery()
         resumed = await self._orchestrator.start()
         if resumed:
             log.info("resumed %d run(s): %s", len(resumed), ", ".join(resumed))
+        await self._sweeper.start()
 
     def _start_delivery(self) -> None:
         """Start the webhook worker and (with a Stripe key) the biller; both resume from rows."""
@@ -168,6 +180,7 @@ class RunServices:
             self._store.session_ended_hooks.append(lambda _: biller.wake())
 
     async def stop(self) -> None:
+        await self._sweeper.stop()
         if self._orchestrator is not None:
             await self._orchestrator.close()
         if self._worker is not None:

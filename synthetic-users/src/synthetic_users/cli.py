@@ -5,6 +5,8 @@
                                                   queued until a full service resumes them
     synthetic-users migrate                       create the database or apply pending migrations
     synthetic-users keys create --customer C      print a new API key for customer C, once
+    synthetic-users customers set-retention --customer C (--days N | --default)
+                                                  keep C's runs N days after they end
     synthetic-users billing set-customer --customer C --stripe-customer cus_…
                                                   bill customer C's usage to that Stripe customer
     synthetic-users --version
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import logging
 import os
 import re
 import sqlite3
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from synthetic_users._api import Services
     from synthetic_users._artifacts import ArtifactStore
 
+log = logging.getLogger("synthetic_users.cli")
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
 STRIPE_CUSTOMER: Final = re.compile(r"cus_[A-Za-z0-9]{1,64}")
 LOCK_FILE: Final = "service.lock"
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         return _migrate(settings)
     if args.command == "keys":
         return _create_key(settings, args.customer)
+    if args.command == "customers":
+        return _set_retention(settings, args.customer, None if args.default else args.days)
     if args.command == "billing":
         return _set_billing_customer(settings, args.customer, args.stripe_customer)
     return _serve(settings, args.host, args.port, api_only=args.api_only)
@@ -98,6 +104,17 @@ def _parser() -> argparse.ArgumentParser:
     key_commands = keys.add_subparsers(dest="keys_command", required=True)
     create = key_commands.add_parser("create", help="print a new API key once")
     create.add_argument("--customer", required=True, help="the customer it belongs to")
+    customers = commands.add_parser("customers", help="per-customer settings")
+    customer_commands = customers.add_subparsers(dest="customers_command", required=True)
+    retention = customer_commands.add_parser(
+        "set-retention", help="how many days the customer's runs are kept after they end"
+    )
+    retention.add_argument("--customer", required=True, help="the customer")
+    days = retention.add_mutually_exclusive_group(required=True)
+    days.add_argument("--days", type=int, help="1 to 3650")
+    days.add_argument(
+        "--default", action="store_true", help="use SYNTHETIC_USERS_RETENTION_DAYS again"
+    )
     billing = commands.add_parser("billing", help="Stripe billing of usage")
     billing_commands = billing.add_subparsers(dest="billing_command", required=True)
     set_customer = billing_commands.add_parser(
@@ -145,6 +162,26 @@ def _create_key(settings: Settings, customer: str) -> int:
         f"synthetic-users: API key for customer {customer!r}; it is shown only this once",
         file=sys.stderr,
     )
+    return 0
+
+
+def _set_retention(settings: Settings, customer: str, days: int | None) -> int:
+    from synthetic_users._retention import set_retention
+
+    if not CUSTOMER.fullmatch(customer):
+        return _fail("--customer must be lower-case letters, digits, '-' or '_' (at most 63)")
+    if days is not None and not 1 <= days <= 3650:
+        return _fail("--days must be between 1 and 3650")
+    try:
+        store = _open(settings)
+    except (SchemaTooNewError, OSError, sqlite3.Error) as exc:
+        return _fail(f"cannot open the database in {settings.data_dir}: {exc}")
+    try:
+        set_retention(store, customer, days)
+    finally:
+        store.close()
+    kept = f"{days} days" if days is not None else f"the default ({settings.retention_days} days)"
+    print(f"synthetic-users: runs of customer {customer!r} are kept {kept} after they end")
     return 0
 
 
@@ -242,7 +279,8 @@ def _run(
 ) -> int:
     import uvicorn
 
-    from synthetic_users._api import IdleServices, RunDefaults, create_app
+    from synthetic_users._api import IdleServices, RateLimits, RunDefaults, create_app
+    from synthetic_users._safety._ssrf import TargetPolicy
     from synthetic_users._service import ServiceConfigError
 
     services: Services
@@ -255,8 +293,20 @@ def _run(
         artifacts,
         services=services,
         defaults=RunDefaults(turn_budget=settings.default_turn_budget, model=settings.model),
+        targets=TargetPolicy(allow_loopback=settings.allow_loopback_targets),
+        limits=RateLimits(
+            runs_per_minute=settings.runs_per_minute,
+            requests_per_minute=settings.requests_per_minute,
+            max_active_runs=settings.max_active_runs,
+        ),
         allow_loopback=settings.allow_loopback,
     )
+    if settings.allow_loopback_targets:
+        log.warning(
+            "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS is on: runs may target http(s) on this "
+            "machine's loopback addresses (127.0.0.0/8, ::1, localhost); for local development "
+            "only, never on a shared service"
+        )
     bound = listener.getsockname()[1]
     url = f"http://{settings.host}:{bound}"
 

@@ -16,10 +16,11 @@ import uvicorn
 from codegen._bundle import load_synthetic_users
 from synthetic_users._api import RunDefaults, create_app
 from synthetic_users._artifacts import DirectoryStore
+from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._store import Store
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Sequence
     from pathlib import Path
 
     from litestar import Litestar
@@ -29,6 +30,25 @@ if TYPE_CHECKING:
 SPEC = load_synthetic_users()
 PERSONA = {"name": "Margaret", "digital_literacy": "low", "patience": "medium"}
 RUN = {"target_url": "https://shop.example/", "task": "Buy a kettle", "personas": [PERSONA]}
+
+
+PUBLIC_V4 = "93.184.215.14"  # a public address: what every name resolves to unless told otherwise
+PUBLIC_V6 = "2606:2800:21f:cb07:6820:80da:af6b:8b2c"
+
+
+@dataclass
+class StubResolver:
+    """`getaddrinfo` for tests: `answers[host]` (default: one public address), no network."""
+
+    answers: dict[str, list[str]] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+
+    async def __call__(self, host: str, port: int) -> Sequence[str]:
+        self.asked.append(host)
+        found = self.answers.get(host, [PUBLIC_V4])
+        if not found:
+            raise OSError("Name or service not known")  # socket.gaierror is an OSError
+        return found
 
 
 def free_port() -> int:
@@ -67,6 +87,7 @@ class Api:
     services: RecordingServices
     key: str
     other_key: str
+    resolver: StubResolver
 
     def auth(self, key: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {key or self.key}"}
@@ -98,17 +119,40 @@ async def serving(app: Litestar) -> AsyncIterator[str]:
         await task
 
 
-@pytest.fixture
-async def api(tmp_path: Path) -> AsyncIterator[Api]:
-    store = Store.open(tmp_path / "su.db")
+@contextlib.asynccontextmanager
+async def running_api(
+    tmp_path: Path, *, allow_loopback: bool = False, **options: Any
+) -> AsyncIterator[Api]:
+    """The API over a fresh store, names resolved by a `StubResolver`; `options` to `create_app`."""
+    store = Store.open(tmp_path / "su.db", **options.pop("store_options", {}))
     artifacts = DirectoryStore(tmp_path / "artifacts")
     services = RecordingServices()
-    app = create_app(store, artifacts, services=services, defaults=RunDefaults(30, "heuristic"))
+    resolver = StubResolver()
+    app = create_app(
+        store,
+        artifacts,
+        services=services,
+        defaults=RunDefaults(30, "heuristic"),
+        targets=TargetPolicy(allow_loopback=allow_loopback, resolver=resolver),
+        **options,
+    )
     async with serving(app) as url, httpx.AsyncClient(base_url=url) as client:
         yield Api(
-            client, store, artifacts, services, store.create_key("acme"), store.create_key("globex")
+            client,
+            store,
+            artifacts,
+            services,
+            store.create_key("acme"),
+            store.create_key("globex"),
+            resolver,
         )
     store.close()
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with running_api(tmp_path) as running:
+        yield running
 
 
 def conforms(body: Any, schema_name: str) -> None:

@@ -11,7 +11,9 @@ from litestar.testing import TestClient
 
 from synthetic_users._api import create_app
 from synthetic_users._artifacts import DirectoryStore
+from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._store import Store
+from tests.synthetic_users.api.conftest import StubResolver
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -41,7 +43,9 @@ def dash(tmp_path: Path) -> Iterator[Dashboard]:
     artifacts = DirectoryStore(tmp_path / "artifacts")
     key = store.create_key("acme")
     try:
-        yield Dashboard(store, artifacts, create_app(store, artifacts), key)
+        # Targets resolve to a public address without the network (the policy still checks).
+        app = create_app(store, artifacts, targets=TargetPolicy(resolver=StubResolver()))
+        yield Dashboard(store, artifacts, app, key)
     finally:
         store.close()
 

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from study._stack import ROOT, StudyStack, build_extension
+from demo.build import ROOT, build_extension
+from study._stack import StudyStack
 from tests.e2e._skip import require_chromium
 
 if TYPE_CHECKING:

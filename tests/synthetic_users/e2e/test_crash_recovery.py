@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from demo.build import build_extension
 from study.__main__ import PERSONAS, create_run, follow
-from study._stack import StudyStack, build_extension
+from study._stack import StudyStack
 from tests.e2e._skip import require_chromium
 
 if TYPE_CHECKING:

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from demo.build import build_extension
 from study.__main__ import PERSONAS, create_run, follow
-from study._stack import StudyStack, build_extension
+from study._stack import StudyStack
 from tests.e2e._skip import require_chromium
 
 if TYPE_CHECKING:
@@ -200,3 +201,9 @@ def test_cancelling_a_run_closes_its_sessions_and_keeps_partial_reports(
 def started_service(stack: StudyStack) -> str:
     assert stack.understudy is not None
     return stack.understudy.base_url
+
+
+def test_the_service_says_loudly_that_loopback_targets_are_allowed(stack: StudyStack) -> None:
+    # The demo shop is on 127.0.0.1: only the operator setting lets it be a target.
+    log = (stack.root / "synthetic-users.log").read_text()
+    assert "SYNTHETIC_USERS_ALLOW_LOOPBACK_TARGETS is on" in log

@@ -10,8 +10,10 @@ from litestar.exceptions import HTTPException
 
 from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
+from synthetic_users._api._ratelimit import RateLimits
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
 from synthetic_users._api._services import IdleServices
+from synthetic_users._safety._ssrf import TargetPolicy
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,6 +58,8 @@ def create_app(
     on_run_created: Callable[[RunRecord], None] | None = None,
     on_run_cancelled: Callable[[RunRecord], None] | None = None,
     defaults: RunDefaults | None = None,
+    targets: TargetPolicy | None = None,
+    limits: RateLimits | None = None,
     allow_loopback: bool = False,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
@@ -69,6 +73,10 @@ def create_app(
             durable, before the `202`); it must not block.
         on_run_cancelled: Likewise, for each run cancelled.
         defaults: `turn_budget` and `model` of a run whose request leaves them out.
+        targets: Which `target_url`s a run may have: by default public HTTPS hosts only, checked
+            with the system resolver (`TargetPolicy`).
+        limits: Rate limits per API key and active runs per customer; by default none (`serve`
+            passes the settings' limits).
         allow_loopback: Accept loopback webhook endpoints (`http://127.0.0.1:…`), for local
             development only.
     """
@@ -76,7 +84,14 @@ def create_app(
         services = _Callbacks(on_run_created, on_run_cancelled)
     elif on_run_created is not None or on_run_cancelled is not None:
         raise TypeError("pass services or the on_run_* callbacks, not both")
-    state = ApiState(store, artifacts, services, defaults or RunDefaults())
+    state = ApiState(
+        store,
+        artifacts,
+        services,
+        defaults or RunDefaults(),
+        targets or TargetPolicy(),
+        limits or RateLimits(),
+    )
 
     async def startup() -> None:
         await state.services.start()

@@ -31,6 +31,11 @@ TITLES: Final[dict[str, str]] = {
     "method_not_allowed": "Method not allowed",
     "payload_too_large": "Payload too large",
     "internal_error": "Internal error",
+    "target_not_allowed": "Target not allowed",
+    "target_unresolvable": "Target does not resolve",
+    "run_expired": "Run expired",
+    "rate_limited": "Rate limited",
+    "too_many_active_runs": "Too many active runs",
     "webhook_not_found": "Webhook not found",
 }
 

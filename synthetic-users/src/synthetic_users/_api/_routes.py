@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Request, Response, delete, get, post
@@ -20,7 +20,10 @@ from synthetic_users._api._parse import (
     validate,
 )
 from synthetic_users._api._problems import ProblemError, field_error, validation_failed
+from synthetic_users._api._ratelimit import RateLimits
 from synthetic_users._artifacts import ArtifactNotFound, run_prefix, session_prefix
+from synthetic_users._retention import expired
+from synthetic_users._safety._ssrf import TargetError, TargetPolicy
 from synthetic_users._store import (
     SCHEMA_VERSION,
     BadCursor,
@@ -29,10 +32,12 @@ from synthetic_users._store import (
     PersonaNotFound,
     RunNotFound,
     SessionNotFound,
+    key_digest,
 )
 from synthetic_users.generated import models
 
 if TYPE_CHECKING:
+    from synthetic_users._api._ratelimit import Refusal
     from synthetic_users._api._services import Services
     from synthetic_users._artifacts import ArtifactStore
     from synthetic_users._store import PersonaRecord, RunRecord, SessionRecord, Store
@@ -75,6 +80,8 @@ class ApiState:
     artifacts: ArtifactStore
     services: Services
     defaults: RunDefaults
+    targets: TargetPolicy = field(default_factory=TargetPolicy)
+    limits: RateLimits = field(default_factory=RateLimits)
 
 
 def _state(request: Request[Any, Any, Any]) -> ApiState:
@@ -98,8 +105,9 @@ def customer(request: Request[Any, Any, Any]) -> str:
         )
     scheme, _, token = (values[0] if values else "").partition(" ")
     who = None
+    state = _state(request)
     if scheme.lower() == "bearer" and token.strip():
-        who = _state(request).store.authenticate(token.strip())
+        who = state.store.authenticate(token.strip())
     if who is None:
         raise ProblemError(
             401,
@@ -108,7 +116,22 @@ def customer(request: Request[Any, Any, Any]) -> str:
             "`synthetic-users keys create --customer <name>`)",
             headers=WWW_AUTHENTICATE,
         )
+    # Limits are per key, not per customer: a leaked or runaway key cannot starve the others.
+    digest = key_digest(token.strip())
+    request.state.api_key_digest = digest
+    refused = state.limits.request(digest)
+    if refused is not None:
+        raise _limited(refused)
     return who
+
+
+def _limited(refusal: Refusal) -> ProblemError:
+    return ProblemError(
+        429,
+        refusal.code,
+        refusal.detail,
+        headers={"Retry-After": str(refusal.retry_after_s)},
+    )
 
 
 def _run(state: ApiState, who: str, run_id: str) -> RunRecord:
@@ -117,6 +140,13 @@ def _run(state: ApiState, who: str, run_id: str) -> RunRecord:
     try:
         return state.store.get_run(run_id, who)
     except RunNotFound:
+        if expired(state.store, run_id, who) is not None:
+            raise ProblemError(
+                410,
+                "run_expired",
+                "the run passed its retention period and was deleted with its sessions and "
+                "artifacts",
+            ) from None
         raise ProblemError(404, "run_not_found", "no run with this id") from None
 
 
@@ -128,19 +158,25 @@ async def create_run(request: Request[Any, Any, Any]) -> Response[Any]:
     state = _state(request)
     who = customer(request)
     key = idempotency_key(request)
-    run, created = submit_run(state, who, await json_body(request), key)
+    data = await json_body(request)
+    run, created = await submit_run(state, who, data, key, limit_key=request.state.api_key_digest)
     body = models.RunCreated(run_id=run.run_id, status=run.status.value).to_wire()
     return _json(body, 202 if created else 200, {"Location": _views.run_path(run.run_id)})
 
 
-def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[RunRecord, bool]:
+async def submit_run(
+    state: ApiState, who: str, data: Any, key: str | None, *, limit_key: str | None = None
+) -> tuple[RunRecord, bool]:
     """Validate a `RunRequest` document, write the run and tell the services; `POST /runs`.
 
     The dashboard's form calls this too, so both refuse the same requests with the same
     field errors. Returns the run and whether it was created now (False: an idempotent replay).
+    The target must pass the target policy (its name resolved); the run is charged to the rate
+    limit of `limit_key` (the API key's digest; by default the customer's, for the dashboard).
 
     Raises:
-        ProblemError: `400 validation_failed` (JSON pointers into `data`), `409` on a reused key.
+        ProblemError: `400 validation_failed` (JSON pointers into `data`), `target_not_allowed`
+            or `target_unresolvable`; `409` on a reused key; `429` over a limit.
     """
     req = run_request(data)
     personas: list[dict[str, Any]] = []
@@ -170,7 +206,26 @@ def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[R
         credential_id=req.credential_id,
     )
     try:
-        run, created = state.store.create_run(who, new, idempotency_key=key)
+        # A replay answers the run it created, whatever the limits and the target's DNS say now.
+        replay = state.store.replay(who, key, new.request_hash) if key is not None else None
+        if replay is not None:
+            return replay, False
+        digest = limit_key or f"customer:{who}"
+        refused = state.limits.take_run(digest)
+        if refused is not None:
+            raise _limited(refused)
+        try:
+            await _check_target(state, req.target_url)
+            # No await from here to the write: concurrent creates cannot all pass the bound.
+            refused = state.limits.active(state.store.count_active_runs(who))
+            if refused is not None:
+                raise _limited(refused)
+            run, created = state.store.create_run(who, new, idempotency_key=key)
+        except BaseException:
+            state.limits.give_back_run(digest)
+            raise
+        if not created:  # another request with this key won while the target resolved
+            state.limits.give_back_run(digest)
     except IdempotencyConflict:
         raise ProblemError(
             409,
@@ -181,6 +236,19 @@ def submit_run(state: ApiState, who: str, data: Any, key: str | None) -> tuple[R
     if created:
         state.services.run_created(run)
     return run, created
+
+
+async def _check_target(state: ApiState, url: str) -> None:
+    """`400 target_not_allowed` / `target_unresolvable` unless `url` is a public target."""
+    try:
+        await state.targets.check(url)
+    except TargetError as exc:
+        raise ProblemError(
+            400,
+            exc.code,
+            f"/target_url: {exc.reason}",
+            errors=[{"path": "/target_url", "message": exc.reason}],
+        ) from None
 
 
 @get("/runs")

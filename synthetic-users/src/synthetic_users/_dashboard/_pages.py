@@ -314,7 +314,7 @@ async def start_run(request: Req) -> Response[Any]:
     if errors:
         return _new_run_page(request, who, form, errors, key_or_none, status=400)
     try:
-        run, _created = submit_run(state, who.customer_id, document, key_or_none)
+        run, _created = await submit_run(state, who.customer_id, document, key_or_none)
     except ProblemError as exc:
         _field_errors(form, exc, errors)
         if exc.code == "idempotency_conflict":

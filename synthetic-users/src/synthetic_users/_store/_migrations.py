@@ -231,6 +231,26 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
         CREATE INDEX inbox_messages_by_session ON inbox_messages (session_id, message_id);
         """,
     ),
+    # -- retention (issue 17 item 5) ------------------------------------------------------------
+    (
+        6,
+        "retention: per-customer settings, tombstones of expired runs",
+        """
+        CREATE TABLE customer_settings (
+            customer_id TEXT PRIMARY KEY REFERENCES customers (customer_id),
+            retention_days INTEGER,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE expired_runs (
+            run_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL,
+            ended_at REAL,
+            expired_at REAL NOT NULL
+        );
+        CREATE INDEX runs_ended ON runs (ended_at)
+            WHERE status IN ('completed', 'failed', 'cancelled');
+        """,
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 

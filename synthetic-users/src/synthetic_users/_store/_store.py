@@ -238,6 +238,22 @@ class Store:
             return existing, False
         return self.get_run(run_id), True
 
+    def replay(self, customer_id: str, key: str, request_hash: str) -> RunRecord | None:
+        """The run `key` already created for this request, or None when the key is new.
+
+        Raises:
+            IdempotencyConflict: the key was used before for a different request.
+        """
+        return self._by_idempotency_key(customer_id, key, request_hash)
+
+    def count_active_runs(self, customer_id: str) -> int:
+        """How many of the customer's runs are `queued` or `running`."""
+        row = self.db.one(
+            "SELECT COUNT(*) FROM runs WHERE customer_id = ? AND status IN (?, ?)",
+            (customer_id, RunState.QUEUED, RunState.RUNNING),
+        )
+        return int(row[0]) if row else 0
+
     def _by_idempotency_key(
         self, customer_id: str, key: str, request_hash: str
     ) -> RunRecord | None:

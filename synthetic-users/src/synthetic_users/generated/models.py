@@ -924,6 +924,40 @@ class PayloadTooLargeProblem(Problem):
     ]
 
 
+class CreateRunProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[400], Field(ge=400, le=599)]
+    code: Literal[
+        "validation_failed", "invalid_json", "target_not_allowed", "target_unresolvable"
+    ]
+
+
+class CreateRunLimitedProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[429], Field(ge=400, le=599)]
+    code: Literal["rate_limited", "too_many_active_runs"]
+
+
+class RateLimitedProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[429], Field(ge=400, le=599)]
+    code: Annotated[Literal["rate_limited"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+
+
+class RunExpiredProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[410], Field(ge=400, le=599)]
+    code: Annotated[Literal["run_expired"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+
+
 class UnauthorizedProblem(Problem):
     model_config = ConfigDict(
         extra="forbid",
@@ -1467,7 +1501,7 @@ class RunRequest(WireModel):
         ),
     ]
     """
-    An absolute `http(s)` URL (no user name or password) where every persona starts; its origin bounds where they may go.
+    An absolute `https` URL of a public host (no user name or password) where every persona starts; its origin bounds where they may go. `http` and loopback hosts only where the operator allows loopback targets (local development).
     """
     task: Annotated[str, Field(max_length=4000, min_length=1)]
     """
@@ -1693,6 +1727,18 @@ class SyntheticUsersWire(WireModel):
     ] = None
     payload_too_large_problem: Annotated[
         PayloadTooLargeProblem | None, Field(alias="payloadTooLargeProblem")
+    ] = None
+    create_run_problem: Annotated[
+        CreateRunProblem | None, Field(alias="createRunProblem")
+    ] = None
+    create_run_limited_problem: Annotated[
+        CreateRunLimitedProblem | None, Field(alias="createRunLimitedProblem")
+    ] = None
+    rate_limited_problem: Annotated[
+        RateLimitedProblem | None, Field(alias="rateLimitedProblem")
+    ] = None
+    run_expired_problem: Annotated[
+        RunExpiredProblem | None, Field(alias="runExpiredProblem")
     ] = None
     unauthorized_problem: Annotated[
         UnauthorizedProblem | None, Field(alias="unauthorizedProblem")
