@@ -3,10 +3,12 @@
 Understudy, the demo shop and Synthetic Users run as processes (`study/_stack.py`); the
 heuristic persona shops in its own fleet browser while this test's browser watches through the
 dashboard: sign in, start a run (after a validation error), watch it progress, read the
-aggregate report and one timeline, save a persona. A forged cross-site form and a signed-out
-visit are refused. Every page passes axe-core (WCAG 2.1 AA rules) at 1280 and 390 px wide, the
-skip link works from the keyboard, and a screenshot of each page at both widths is written to
-`$DASHBOARD_SCREENSHOTS_DIR` (default: a folder under the test's tmp_path; the path is printed).
+aggregate report and one timeline, save a persona, add a webhook endpoint (after the API's
+error beside its URL; its secret is shown once), open its delivery log, and read the usage.
+A forged cross-site form and a signed-out visit are refused. Every page passes axe-core (WCAG
+2.1 AA rules) at 1280 and 390 px wide, the skip link works from the keyboard, and a screenshot
+of each page at both widths is written to `$DASHBOARD_SCREENSHOTS_DIR` (default: a folder
+under the test's tmp_path; the path is printed).
 """
 
 from __future__ import annotations
@@ -235,6 +237,28 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     expect(page.get_by_role("heading", name="Sam Okafor")).to_be_visible()
     check_page(page, shots, "personas", problems)
 
+    # Webhooks: the API's error beside the URL, then an endpoint, its secret shown once.
+    nav = page.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Webhooks").click()
+    page.get_by_label("Endpoint URL").fill("http://hooks.example.com/su")
+    page.get_by_role("button", name="Add endpoint").click()
+    expect(page.locator("#url-error")).to_contain_text("must use https")
+    page.get_by_label("Endpoint URL").fill("https://hooks.example.com/su")
+    page.get_by_role("button", name="Add endpoint").click()
+    expect(page.get_by_label("Signing secret")).to_have_value(re.compile(r"^whsec_"))
+    check_page(page, shots, "webhooks", problems)
+    page.get_by_role("link", name=re.compile(r"^Delivery log")).click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Delivery log")
+    expect(page.get_by_text("No deliveries yet")).to_be_visible()
+    assert "whsec_" not in page.content()
+    check_page(page, shots, "webhook-deliveries", problems)
+
+    # Usage: the run's one persona session, counted.
+    nav.get_by_role("link", name="Usage").click()
+    expect(page.locator(".totals dd").first).to_have_text("1")
+    expect(page.locator("table.usage tbody tr")).to_contain_text(PERSONA)
+    check_page(page, shots, "usage", problems)
+
     # A forged form on another site, posting into the signed-in session, is refused.
     forged = (
         f'<form id="f" method="post" action="{base}/dashboard/personas">'
@@ -272,4 +296,4 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     assert not problems, json.dumps(problems, indent=2)
     assert not [e for e in errors if "Content Security Policy" in e], errors
     written = sorted(p.name for p in shots.glob("*.png"))
-    assert len(written) == 2 * 9, written  # nine pages, two widths
+    assert len(written) == 2 * 12, written  # twelve pages, two widths

@@ -18,6 +18,7 @@ from synthetic_users._webhooks import WebhookNotFound, WebhookStore, endpoint_pr
 from synthetic_users.generated import models
 
 if TYPE_CHECKING:
+    from synthetic_users._store import Store
     from synthetic_users._usage import Totals, UsageRecord
     from synthetic_users._webhooks import DeliveryRecord, WebhookRecord
 
@@ -87,21 +88,40 @@ def delivery_view(record: DeliveryRecord) -> dict[str, Any]:
     return models.Delivery.model_validate(body).to_wire()
 
 
-@post("/webhooks", status_code=201)
-async def create_webhook(request: Request[Any, Any, Any]) -> Response[Any]:
-    who = customer(request)
-    data = await json_body(request)
+def register_webhook(
+    store: Store, who: str, data: Any, *, allow_loopback: bool
+) -> tuple[WebhookRecord, str]:
+    """Validate a `WebhookRequest` document and create the endpoint; `POST /webhooks`.
+
+    The dashboard's form calls this too, so both refuse the same endpoints with the same
+    field errors. Returns the endpoint and its signing secret (shown once, never again).
+
+    Raises:
+        ProblemError: `400 validation_failed`, with JSON pointers into `data`.
+    """
     listed = data.get("events") if isinstance(data, dict) else None
     if isinstance(listed, list) and len(set(map(str, listed))) != len(listed):
         # The model says so too, but for the whole body; name the field.
         raise field_error("/events", "name each event once")
     req = validate(models.WebhookRequest, data)
     events: list[str] = list(req.to_wire()["events"])
-    allow_loopback = bool(getattr(request.app.state, "allow_loopback", False))
     problem = endpoint_problem(req.url, allow_loopback=allow_loopback)
     if problem:
         raise field_error("/url", problem)
-    record, secret = _webhooks(request).create(who, req.url, events)
+    return WebhookStore(store).create(who, req.url, events)
+
+
+def allows_loopback(request: Request[Any, Any, Any]) -> bool:
+    return bool(getattr(request.app.state, "allow_loopback", False))
+
+
+@post("/webhooks", status_code=201)
+async def create_webhook(request: Request[Any, Any, Any]) -> Response[Any]:
+    who = customer(request)
+    data = await json_body(request)
+    record, secret = register_webhook(
+        _state(request).store, who, data, allow_loopback=allows_loopback(request)
+    )
     body = {**webhook_view(record), "secret": secret}
     body = models.WebhookCreated.model_validate(body).to_wire()
     return _json(body, 201, {"Location": f"/webhooks/{record.webhook_id}"})

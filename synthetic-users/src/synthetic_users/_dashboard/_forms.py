@@ -4,6 +4,8 @@ The forms are validated by exactly what validates the API (`_api/_parse.py`, thr
 `submit_run` and `validate`): a form becomes the JSON document the API would receive, and each
 error's JSON pointer is mapped back to the form control that produced it.
 
+Field names of the webhook form: `url`, `events` (checkboxes of event types).
+
 Field names of the start-a-run form: `target_url`, `task`, `turn_budget`, `saved` (checkboxes
 of saved persona ids), and per inline persona *k* `inline-<k>-<field>` for `name`,
 `background`, `goals` (one per line), `digital_literacy`, `patience`, `device`, `locale`.
@@ -56,6 +58,9 @@ LABELS: Final = {
     "patience": "Patience",
     "device": "Device",
     "locale": "Locale",
+    "url": "Endpoint URL",
+    "events": "Events",
+    "run_id": "Run",
 }
 _INLINE: Final = re.compile(r"inline-(\d{1,2})-([a-z_]+)")
 _POINTER: Final = re.compile(r"/personas/(\d+)(?:/([a-z_]+))?.*")
@@ -188,3 +193,15 @@ class RunForm:
 
 def _is_blank(values: Mapping[str, str]) -> bool:
     return all(values.get(k, "").strip() == v for k, v in PERSONA_DEFAULTS.items())
+
+
+def webhook_document(form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The webhook form as a `WebhookRequest` document (the events in the order sent)."""
+    url = (form.get("url") or [""])[0].strip()
+    return {"url": url, "events": [e for e in form.get("events", []) if e]}
+
+
+def webhook_field(pointer: str) -> str | None:
+    """The webhook form's control a pointer into a `WebhookRequest` names (`/events/1`)."""
+    part = pointer.strip("/").split("/", 1)[0]
+    return part if part in ("url", "events") else None
