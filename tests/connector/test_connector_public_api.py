@@ -45,6 +45,7 @@ PUBLIC = {
     "ResponseValidationError",
     "RetryConfig",
     "Session",
+    "SecretNotFound",
     "SessionBusy",
     "SessionClosedError",
     "SessionNotFound",

@@ -343,6 +343,9 @@ _KEYS = f"/v1/operator/tenants/{OPERATOR_TENANT}/api-keys"
 _SETTINGS = f"/v1/operator/tenants/{OPERATOR_TENANT}/settings"
 _TENANT_PATH = {"tenant": OPERATOR_TENANT}
 _DEVICE_PATH = {**_TENANT_PATH, "deviceId": "su-browser-1"}
+_VAULT = f"/v1/operator/tenants/{OPERATOR_TENANT}/secrets/su-ses-1"
+_VAULT_PATH = {**_TENANT_PATH, "name": "su-ses-1"}
+_VAULT_VALUE = "contract-vault-value-5b1e"
 
 
 _EVERY_OPERATOR_CALL: list[tuple[str, str, str, dict[str, str], dict[str, Any] | None]] = [
@@ -351,6 +354,8 @@ _EVERY_OPERATOR_CALL: list[tuple[str, str, str, dict[str, str], dict[str, Any] |
     ("revokeDevice", "DELETE", f"{_DEVICES}/su-browser-1", _DEVICE_PATH, None),
     ("createApiKey", "POST", _KEYS, _TENANT_PATH, {"actor": "fleet"}),
     ("updateTenantSettings", "PUT", _SETTINGS, _TENANT_PATH, {"unattendedEnabled": True}),
+    ("putVaultSecret", "PUT", _VAULT, _VAULT_PATH, {"value": _VAULT_VALUE}),
+    ("deleteVaultSecret", "DELETE", _VAULT, _VAULT_PATH, None),
 ]
 
 
@@ -398,6 +403,14 @@ async def test_the_operator_api_without_a_token_is_403_and_with_one_provisions(
             "device_not_found",
             path={**_TENANT_PATH, "deviceId": "su-browser-9"},
         )
+        LEDGER.secret(_VAULT_VALUE)  # never in any answer
+        value = {"value": _VAULT_VALUE}
+        stored = await http.put(_VAULT, json=value)
+        scenario.conforms("putVaultSecret", stored, 204, path=_VAULT_PATH, body=value)
+        deleted = await http.delete(_VAULT)
+        scenario.conforms("deleteVaultSecret", deleted, 204, path=_VAULT_PATH)
+        gone = await http.delete(_VAULT)
+        scenario.conforms("deleteVaultSecret", gone, 404, "secret_not_found", path=_VAULT_PATH)
         key_body = {"actor": "fleet"}
         key = await http.post(_KEYS, json=key_body)
         scenario.conforms("createApiKey", key, 201, path=_TENANT_PATH, body=key_body)
@@ -415,6 +428,14 @@ async def test_operator_refusals_are_400_and_401(scenario: Scenario) -> None:
             ("revokeDevice", "DELETE", f"{_DEVICES}/-x", {**_TENANT_PATH, "deviceId": "-x"}, None),
             ("createApiKey", "POST", _KEYS, _TENANT_PATH, {"actor": ""}),
             ("updateTenantSettings", "PUT", _SETTINGS, _TENANT_PATH, {"unattendedEnabled": 1}),
+            ("putVaultSecret", "PUT", _VAULT, _VAULT_PATH, {"value": ""}),
+            (
+                "deleteVaultSecret",
+                "DELETE",
+                f"/v1/operator/tenants/{OPERATOR_TENANT}/secrets/-x",
+                {**_TENANT_PATH, "name": "-x"},
+                None,
+            ),
         ]
         for operation_id, method, url, path, body in bad:
             refused = await http.request(method, url, json=body)

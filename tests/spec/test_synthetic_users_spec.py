@@ -74,7 +74,8 @@ def test_example_round_trips_through_generated_python(name: str, index: int, exa
 
 
 def test_the_action_catalogue_is_the_briefs_and_every_action_requires_ease() -> None:
-    assert action_names(SPEC) == [*ACTIONS, "finish"]
+    # log_in is offered only to runs with a credential (issue 17, safety model).
+    assert action_names(SPEC) == [*ACTIONS, "finish", "log_in"]
     from synthetic_users.generated.catalog import ACTION_NAMES
 
     assert list(ACTION_NAMES) == action_names(SPEC)

@@ -120,6 +120,12 @@ class FakeSession:
         self._raise("fill")
         return self._result("fill")
 
+    async def fill_secret(self, ref: str, secret_ref: str) -> WriteResult:
+        """Records the reference only: resolving it is Understudy's business."""
+        self.calls.append(("fill_secret", (ref, secret_ref)))
+        self._raise("fill_secret")
+        return self._result("fill_secret")
+
     async def type(self, ref: str, text: str, *, submit: bool = False) -> WriteResult:
         self.calls.append(("type", (ref, text, submit)))
         return self._result("type")

@@ -50,7 +50,7 @@ from understudy._reference import PAGES as REFERENCE_PAGES
 from understudy._reference import page as page_bytes
 from understudy._store import blocked as blocked_store
 from understudy._store import commands as command_store
-from understudy._store import credentials, operators, quotas
+from understudy._store import credentials, operators, quotas, vault
 from understudy._store import dialogs as dialog_store
 from understudy._store import sessions as session_store
 from understudy._store._migrations import current_version
@@ -805,6 +805,62 @@ async def update_tenant_settings(
     )
 
 
+_SECRET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_VAULT_PATH = "/v1/operator/tenants/{tenant:str}/secrets/{name:str}"
+
+
+def _secret_name(value: str) -> str:
+    # The SecretRef pattern of spec/frames/commands.json, without its `vault:` prefix.
+    if not _SECRET_NAME.fullmatch(value):
+        message = "use 1-128 letters, digits, '.', '_' or '-', starting alphanumeric"
+        raise invalid_request(f"name: {message}", [{"path": "name", "message": message}])
+    return value
+
+
+@route(_VAULT_PATH, http_method=HttpMethod.OPTIONS, status_code=204, include_in_schema=False)
+async def operator_secret_options() -> Response[None]:
+    # Two handlers on one path: the Litestar 2 OPTIONS defect of `session_options` again.
+    return Response(None, status_code=204, headers={"Allow": "DELETE, OPTIONS, PUT"})
+
+
+@put(_VAULT_PATH, status_code=204)
+async def put_vault_secret(
+    request: Request[Any, Any, Any], tenant: FromPath[str], name: FromPath[str]
+) -> Response[None]:
+    operator_principal(request)
+    services = _services(request)
+    tenant_name = _path_name(tenant, "tenant")
+    secret_name = _secret_name(name)
+    req: m.VaultSecretValue = _parse(m.VaultSecretValue, await _body(request))
+    with services.db.transaction():
+        vault.put(
+            services.db, services.keys, tenant_name, secret_name, req.value, services.clock.now()
+        )
+    # A `fill_secret` sent right after the 204 must find it, even after a crash in between.
+    await services.db.durable()
+    return Response(None, status_code=204)
+
+
+@delete(_VAULT_PATH, status_code=204)
+async def delete_vault_secret(
+    request: Request[Any, Any, Any], tenant: FromPath[str], name: FromPath[str]
+) -> Response[None]:
+    operator_principal(request)
+    services = _services(request)
+    tenant_name = _path_name(tenant, "tenant")
+    secret_name = _secret_name(name)
+    with services.db.transaction():
+        done = vault.delete(services.db, tenant_name, secret_name)
+    if not done:
+        raise ProblemError(
+            404,
+            "secret_not_found",
+            f"tenant {tenant_name}'s vault holds no secret vault:{secret_name}",
+        )
+    await services.db.durable()
+    return Response(None, status_code=204)
+
+
 # -- sockets ---------------------------------------------------------------------------------------
 
 
@@ -1090,6 +1146,9 @@ def create_app(services: Services) -> Litestar:
             revoke_device,
             create_api_key,
             update_tenant_settings,
+            operator_secret_options,
+            put_vault_secret,
+            delete_vault_secret,
             device_socket,
             session_socket,
             healthz,

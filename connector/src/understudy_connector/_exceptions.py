@@ -20,6 +20,7 @@ message::
         ├── UnattendedDisabled          403 unattended_disabled
         ├── OperatorApiDisabled         403 operator_api_disabled
         ├── DeviceNotFound              404 device_not_found
+        ├── SecretNotFound              404 secret_not_found
         ├── SessionNotFound             404 session_not_found
         ├── CommandNotFound             404 command_not_found
         ├── DeviceExists                409 device_exists
@@ -88,6 +89,7 @@ __all__ = [
     "ProvisioningTimeout",
     "RateLimited",
     "ResponseValidationError",
+    "SecretNotFound",
     "SessionBusy",
     "SessionClosedError",
     "SessionNotFound",
@@ -292,6 +294,13 @@ class DeviceNotFound(ProblemError):
     """The explicit `device_id` is not enrolled in this tenant; there is no fallback."""
 
     CODE = "device_not_found"
+    STATUS = 404
+
+
+class SecretNotFound(ProblemError):
+    """The tenant's vault holds no secret of this name (operator API)."""
+
+    CODE = "secret_not_found"
     STATUS = 404
 
 

@@ -1,7 +1,8 @@
 """`OperatorClient` and `AsyncOperatorClient`: the operator API of spec/openapi.yaml (`operator`).
 
 Provisioning for the services an operator runs on top of Understudy: enroll and revoke devices,
-list a tenant's devices, create consumer keys, enable unattended sessions. Authenticated by an
+list a tenant's devices, create consumer keys, enable unattended sessions, put and delete the
+secrets `fill_secret` types (`vault:<name>`). Authenticated by an
 operator token (`uop_...`, from `understudy operator-tokens create`), never by a consumer key.
 
 Reads, revocations and the settings update are idempotent and are repeated once after a network
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import httpx
 
 from understudy_connector import _responses
-from understudy_connector._exceptions import BackendUnreachable, UsageError
+from understudy_connector._exceptions import BackendUnreachable, SecretNotFound, UsageError
 from understudy_connector.generated.models import (
     ApiKeyCreated,
     ApiKeyRequest,
@@ -28,6 +29,7 @@ from understudy_connector.generated.models import (
     OperatorDeviceList,
     TenantSettings,
     TenantSettingsUpdate,
+    VaultSecretValue,
 )
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ class _Call:
     method: str
     path: str
     ok: frozenset[int]
-    model: type[Any]
+    model: type[Any] | None  # None: the success has no body (204)
     body: dict[str, Any] | None = None
 
     @property
@@ -97,6 +99,23 @@ def _settings(tenant: str, unattended_enabled: bool) -> _Call:
     return _Call("updateTenantSettings", "PUT", path, frozenset({200}), TenantSettings, body)
 
 
+def _secret_path(tenant: str, name: str) -> str:
+    if not name or "/" in name or name.startswith("vault:"):
+        raise UsageError(f"{name!r} is no secret name (pass the name without 'vault:')")
+    return _tenant_path(tenant, f"/secrets/{name}")
+
+
+def _put_secret(tenant: str, name: str, value: str) -> _Call:
+    body = VaultSecretValue(value=value).to_wire()
+    path = _secret_path(tenant, name)
+    return _Call("putVaultSecret", "PUT", path, frozenset({204}), None, body)
+
+
+def _delete_secret(tenant: str, name: str) -> _Call:
+    path = _secret_path(tenant, name)
+    return _Call("deleteVaultSecret", "DELETE", path, frozenset({204}), None)
+
+
 def _headers(token: str) -> dict[str, str]:
     if not token:
         raise UsageError("an operator token is required (uop_..., `understudy operator-tokens`)")
@@ -109,6 +128,8 @@ def _headers(token: str) -> dict[str, str]:
 
 def _read(call: _Call, response: httpx.Response) -> Any:
     if response.status_code in call.ok:
+        if call.model is None:
+            return None
         return _responses.parse(response, call.model, call.operation)
     raise _responses.problem(response, call.operation)
 
@@ -207,6 +228,21 @@ class OperatorClient:
         result: TenantSettings = self._perform(_settings(tenant, enabled))
         return result
 
+    def put_secret(self, tenant: str, name: str, value: str) -> None:
+        """Store `value` as `vault:<name>` in `tenant`'s vault (replacing it); never read back.
+
+        Idempotent, so repeated once after a network error like the other PUTs.
+        """
+        self._perform(_put_secret(tenant, name, value))
+
+    def delete_secret(self, tenant: str, name: str) -> bool:
+        """Delete `vault:<name>` from `tenant`'s vault; False when there was none."""
+        try:
+            self._perform(_delete_secret(tenant, name))
+        except SecretNotFound:
+            return False
+        return True
+
 
 class AsyncOperatorClient:
     """An asyncio client of the operator API; the same operations as `OperatorClient`.
@@ -290,3 +326,15 @@ class AsyncOperatorClient:
         """Set the tenant's durable unattended flag (the server setting still applies too)."""
         result: TenantSettings = await self._perform(_settings(tenant, enabled))
         return result
+
+    async def put_secret(self, tenant: str, name: str, value: str) -> None:
+        """Store `value` as `vault:<name>`; see `OperatorClient.put_secret`."""
+        await self._perform(_put_secret(tenant, name, value))
+
+    async def delete_secret(self, tenant: str, name: str) -> bool:
+        """Delete `vault:<name>`; False when there was none (see `OperatorClient.delete_secret`)."""
+        try:
+            await self._perform(_delete_secret(tenant, name))
+        except SecretNotFound:
+            return False
+        return True

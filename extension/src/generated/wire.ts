@@ -358,6 +358,13 @@ export type Timestamp2 = string;
  */
 export type TenantId = string;
 /**
+ * A vault secret's name (the part after `vault:` in a `SecretRef`).
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "VaultSecretName".
+ */
+export type VaultSecretName = string;
+/**
  * Caller-chosen id of one logical command; reuse it, never a new one, when retrying the same command. Only the hyphenated 8-4-4-4-12 form is accepted (no braces, `urn:uuid:` prefix or bare 32 digits); hex digits may be upper or lower case and are normalised to lower case, so `C3A1…` and `c3a1…` name the same command.
  */
 export type CommandId1 = string;
@@ -408,6 +415,14 @@ export type DeviceExistsProblem = Problem & {
 export type DeviceNotFoundProblem = Problem & {
   status?: 404;
   code?: "device_not_found";
+};
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SecretNotFoundProblem".
+ */
+export type SecretNotFoundProblem = Problem & {
+  status?: 404;
+  code?: "secret_not_found";
 };
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -558,6 +573,8 @@ export interface UnderstudyWire {
   apiKeyRequest?: ApiKeyRequest;
   apiKeyCreated?: ApiKeyCreated;
   tenantSettingsUpdate?: TenantSettingsUpdate;
+  vaultSecretName?: VaultSecretName;
+  vaultSecretValue?: VaultSecretValue;
   tenantSettings?: TenantSettings;
   health?: Health;
   problem?: Problem;
@@ -567,6 +584,7 @@ export interface UnderstudyWire {
   operatorApiDisabledProblem?: OperatorApiDisabledProblem;
   deviceExistsProblem?: DeviceExistsProblem;
   deviceNotFoundProblem?: DeviceNotFoundProblem;
+  secretNotFoundProblem?: SecretNotFoundProblem;
   sessionNotFoundProblem?: SessionNotFoundProblem;
   commandNotFoundProblem?: CommandNotFoundProblem;
   createConflictProblem?: CreateConflictProblem;
@@ -1883,6 +1901,16 @@ export interface TenantSettingsUpdate {
    * The tenant's durable unattended flag.
    */
   unattendedEnabled: boolean;
+}
+/**
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "VaultSecretValue".
+ */
+export interface VaultSecretValue {
+  /**
+   * The secret; sealed at once, never returned.
+   */
+  value: string;
 }
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema

@@ -41,6 +41,7 @@ the dimensions are `browser_minutes`, `turns`, `input_tokens`, `output_tokens`, 
 | `SYNTHETIC_USERS_SMTP_HOST` / `_SMTP_PORT` | `127.0.0.1` / `2525` | inbox SMTP (`0`: off) |
 | `SYNTHETIC_USERS_INBOX_DOMAIN` | `inbox.localhost` | the domain of every persona's address |
 | `SYNTHETIC_USERS_INBOX_MAX_BYTES` | `1048576` | the largest message the inbox accepts |
+| `SYNTHETIC_USERS_MASTER_KEY` | `<data dir>/master.key` | base64 of 32 bytes; wraps customer keys |
 """
 
 from __future__ import annotations
@@ -115,6 +116,7 @@ class Settings:
     smtp_port: int = 2525  # 0: no inbox
     inbox_domain: str = "inbox.localhost"
     inbox_max_bytes: int = 1024 * 1024
+    master_key: bytes | None = field(default=None, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -220,6 +222,15 @@ def _domain(value: str, variable: str) -> str:
     return domain
 
 
+def _master_key(value: str, variable: str) -> bytes:
+    from synthetic_users._safety._credentials import MasterKeyError, parse_master_key
+
+    try:
+        return parse_master_key(value, variable)
+    except MasterKeyError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] = {
     "data_dir": (("SYNTHETIC_USERS_DATA_DIR",), _path),
     "host": (("SYNTHETIC_USERS_HOST",), _text),
@@ -254,6 +265,7 @@ _FIELDS: Final[dict[str, tuple[tuple[str, ...], Callable[[str, str], object]]]] 
     "smtp_port": (("SYNTHETIC_USERS_SMTP_PORT",), _int(0, 65535)),
     "inbox_domain": (("SYNTHETIC_USERS_INBOX_DOMAIN",), _domain),
     "inbox_max_bytes": (("SYNTHETIC_USERS_INBOX_MAX_BYTES",), _int(1024, 64 * 1024 * 1024)),
+    "master_key": (("SYNTHETIC_USERS_MASTER_KEY",), _master_key),
 }
 _PROVIDER_KEYS: Final = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 

@@ -12,6 +12,11 @@ no other address. A link from a message is followed (`navigate`) only when its o
 run's target origin; Understudy's `allowedOrigins` refuses any other navigation anyway
 (`origin_not_allowed`). Without an inbox those two actions are not offered.
 
+When the run has a credential, the model is told its name and user name and offered `log_in`
+(refs of the two fields): the loop fills the user name and types the password with Understudy's
+`fill_secret` from the session's vault secret (`_safety/_login.py`). The password never enters
+the model's context, the turn, or an outcome summary.
+
 Understudy's outcomes are honoured: a `command_outcome_unknown` (or a timed-out write) is never
 sent again by the loop — the next turn re-reads the page and the model decides with what it sees.
 When the browser or its session is gone, the loop raises `BrowserLost` and the orchestrator
@@ -52,6 +57,7 @@ from synthetic_users._llm._base import (
     TurnRequest,
 )
 from synthetic_users._llm._prompt import system_prompt, tool_specs
+from synthetic_users._safety._login import LoginUnavailable
 from synthetic_users.generated.models import Reaction as WireReaction
 from synthetic_users.generated.models import Turn as WireTurn
 from understudy_connector import (
@@ -77,6 +83,7 @@ if TYPE_CHECKING:
     from synthetic_users._actions import Action
     from synthetic_users._inbox import InboxMessage
     from synthetic_users._llm._base import Model, PersonaProfile, ToolSpec
+    from synthetic_users._safety._login import SessionLogin
     from understudy_connector import AsyncSession
     from understudy_connector.generated.models import WriteResult
 
@@ -193,7 +200,9 @@ class PersonaLoop:
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], Any] = asyncio.sleep,
         inbox: Inbox | None = None,
+        login: SessionLogin | None = None,
     ) -> None:
+        self._login = login
         self._model = model
         self._session = session
         self._recorder = recorder
@@ -215,6 +224,8 @@ class PersonaLoop:
         history: list[Exchange] = []
         last: Outcome | None = None
         prompt = system_prompt(gen.persona, gen.task, gen.target_url, gen.turn_budget)
+        if self._login is not None:
+            prompt += _login_note(self._login)
         # Every generation starts on a fresh browser profile, so at the target again.
         last = await self._act_navigate(gen.target_url)
         if gen.next_turn > 1 and last.ok:
@@ -240,7 +251,11 @@ class PersonaLoop:
                 turn_budget=gen.turn_budget,
                 observation=observation,
                 history=tuple(history[-HISTORY_TURNS:]),
-                tools=_offered(must_finish, inbox=self._inbox is not None),
+                tools=_offered(
+                    must_finish,
+                    inbox=self._inbox is not None,
+                    can_log_in=self._login is not None,
+                ),
                 prior_reactions=tuple(gen.prior_reactions),
                 must_finish=must_finish,
                 system_prompt=prompt,
@@ -472,6 +487,10 @@ class PersonaLoop:
                 return Outcome(
                     True, "finished" + (" (task done)" if args["success"] else " (gave up)")
                 ), []
+            case "log_in":
+                return await self._log_in(
+                    args["username_ref"], args["password_ref"], observation
+                ), []
         raise ActionError(
             f"unknown action {action.name!r}"
         )  # pragma: no cover - parse_action guards
@@ -550,6 +569,46 @@ class PersonaLoop:
             code="link_off_site",
         )
 
+    # -- the credential -------------------------------------------------------------------------
+
+    async def _log_in(
+        self, username_ref: str, password_ref: str, observation: Observation
+    ) -> Outcome:
+        """Fill the user name, then the password from the vault; neither goes into the outcome."""
+        login, s = self._login, self._session
+        if login is None:
+            return Outcome(
+                False,
+                "This study gave you no account; log_in is not available.",
+                code="no_credential",
+            )
+        username = login.username
+        filled = await self._write(
+            "log_in", lambda: s.fill(username_ref, username), "filled the user name"
+        )
+        if not filled.ok:
+            return filled
+        try:
+            ref = await login.vault_ref()
+        except LoginUnavailable as exc:
+            return Outcome(
+                False, f"log_in could not type the password: {exc}", code="credential_unavailable"
+            )
+        typed = await self._write(
+            "log_in", lambda: s.fill_secret(password_ref, ref), "typed the password"
+        )
+        if not typed.ok:
+            return typed
+        return replace(
+            typed,
+            summary=(
+                f"filled {_name(observation, username_ref)} with the user name and "
+                f"{_name(observation, password_ref)} with the password of the account "
+                f"{login.name!r}; now press the page's log-in button"
+            ),
+            elapsed_ms=filled.elapsed_ms + typed.elapsed_ms,
+        )
+
     async def _react(
         self, gen: Generation, turn: int, args: dict[str, Any], observation: Observation
     ) -> dict[str, Any]:
@@ -583,11 +642,16 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _offered(must_finish: bool, *, inbox: bool = False) -> Sequence[ToolSpec]:
+def _offered(
+    must_finish: bool, *, inbox: bool = False, can_log_in: bool = False
+) -> Sequence[ToolSpec]:
     tools = tool_specs()
     if must_finish:
         return [t for t in tools if t.name == "finish"]
-    return tools if inbox else [t for t in tools if t.name not in INBOX_ACTIONS]
+    hidden = set() if inbox else set(INBOX_ACTIONS)
+    if not can_log_in:
+        hidden.add("log_in")  # offered only when the run has a credential
+    return [t for t in tools if t.name not in hidden]
 
 
 def _origin(url: str) -> str:
@@ -602,6 +666,15 @@ def _origin(url: str) -> str:
         port = None
     default = {"http": 80, "https": 443}.get(scheme)
     return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
+
+
+def _login_note(login: SessionLogin) -> str:
+    return (
+        f"\n\nThe study gave you an account on this site, {login.name!r}, with the user name "
+        f"{login.username!r}. When the site asks you to log in, call log_in with the refs of "
+        "the user-name and password fields: both are filled for you (you never see the "
+        "password), then press the log-in button."
+    )
 
 
 def _as_call(call: ToolCall) -> dict[str, Any]:

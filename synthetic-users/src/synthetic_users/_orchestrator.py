@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from synthetic_users._inbox import Mailbox
     from synthetic_users._llm._base import Model
     from synthetic_users._loop import Screenshots
+    from synthetic_users._safety._login import LoginBroker, SessionLogin
     from synthetic_users._store import RunRecord, SessionRecord, Store
     from understudy_connector import AsyncClient, AsyncSession
 
@@ -82,6 +83,7 @@ class Orchestrator:
         *,
         inbox: Mailbox | None = None,
         target_refusal: Callable[[str], Awaitable[str | None]] | None = None,
+        logins: LoginBroker | None = None,
     ) -> None:
         """`target_refusal(url)` says why a run's target is refused now (None: allowed).
 
@@ -98,6 +100,7 @@ class Orchestrator:
         self._settings = settings or OrchestratorSettings()
         self._target_refusal = target_refusal or _allow_every_target
         self._inbox = inbox  # each session's own address and mail; None: personas have none
+        self._logins = logins
         self._runs: dict[str, asyncio.Task[None]] = {}
         self._closing = False
 
@@ -197,6 +200,7 @@ class Orchestrator:
         session_id = row.session_id
         status, reason, label = SessionState.FAILED, "", run.model
         model: Model | None = None
+        login = self._logins.for_session(run, session_id) if self._logins is not None else None
         try:
             model = self._model_for(run, row)
             label = model.label
@@ -211,7 +215,7 @@ class Orchestrator:
                     )
                     break
                 try:
-                    finish = await self._generation(run, session_id, model, generation)
+                    finish = await self._generation(run, session_id, model, generation, login)
                 except BrowserLost as exc:
                     log.warning(
                         "%s generation %d lost its browser: %s", session_id, generation, exc
@@ -235,6 +239,8 @@ class Orchestrator:
                 self._end_session(run.run_id, session_id, SessionState.CANCELLED, cancelled, label)
             raise
         finally:
+            if login is not None:
+                await login.clear()  # the password leaves Understudy's vault with the session
             if model is not None:
                 with contextlib.suppress(Exception):
                     await close_model(model)  # the SDK adapters' HTTP connections
@@ -286,7 +292,12 @@ class Orchestrator:
             log.info("the old session %s was not deleted: %s", understudy_session_id, exc)
 
     async def _generation(
-        self, run: RunRecord, session_id: str, model: Model, generation: int
+        self,
+        run: RunRecord,
+        session_id: str,
+        model: Model,
+        generation: int,
+        login: SessionLogin | None = None,
     ) -> Finish:
         origin = _origin(run.target_url)
         profile = await self._fleet.acquire(
@@ -328,7 +339,12 @@ class Orchestrator:
                     ],
                 )
                 loop = PersonaLoop(
-                    model, understudy_session, self._store, self._screenshots, inbox=self._inbox
+                    model,
+                    understudy_session,
+                    self._store,
+                    self._screenshots,
+                    inbox=self._inbox,
+                    login=login,
                 )
                 return await self._watched(loop.run(gen), profile)
             except BrowserLost:

@@ -31,6 +31,7 @@ from synthetic_users._llm._factory import model_from_settings
 from synthetic_users._orchestrator import Orchestrator, OrchestratorSettings
 from synthetic_users._publish import Publisher
 from synthetic_users._retention import RetentionSweeper
+from synthetic_users._safety._login import LoginBroker
 from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._usage import BillerSettings, StripeBiller, UsageStore
 from synthetic_users._webhooks import WebhookStore, WebhookWorker, WorkerSettings
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from synthetic_users._artifacts import ArtifactStore
     from synthetic_users._config import Settings
     from synthetic_users._llm._base import Model
+    from synthetic_users._safety._credentials import Credentials
     from synthetic_users._store import RunRecord, SessionRecord, Store
 
 log = logging.getLogger("synthetic_users.service")
@@ -76,7 +78,14 @@ class Screenshots:
 class RunServices:
     """The orchestrator and what it needs, started and stopped with the app."""
 
-    def __init__(self, settings: Settings, store: Store, artifacts: ArtifactStore) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        artifacts: ArtifactStore,
+        *,
+        credentials: Credentials | None = None,
+    ) -> None:
         if not settings.understudy_operator_token:
             raise ServiceConfigError(
                 "UNDERSTUDY_OPERATOR_TOKEN is not set: create one with "
@@ -116,6 +125,8 @@ class RunServices:
         self._biller: StripeBiller | None = None
         self._mailbox: Mailbox | None = None
         self._smtp: InboxServer | None = None
+        # Runs with a credential log in through Understudy's vault (`_safety/_login.py`).
+        self._credentials = credentials
 
     async def start(self) -> None:
         s = self._settings
@@ -146,6 +157,11 @@ class RunServices:
             OrchestratorSettings(max_generations=s.max_generations),
             target_refusal=TargetPolicy(allow_loopback=s.allow_loopback_targets).refusal,
             inbox=self._mailbox,
+            logins=(
+                LoginBroker(self._credentials, self._operator, TENANT)
+                if self._credentials is not None
+                else None
+            ),
         )
         self._start_delivery()
         resumed = await self._orchestrator.start()

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from synthetic_users._api import Services
     from synthetic_users._artifacts import ArtifactStore
+    from synthetic_users._safety._credentials import Credentials
 
 log = logging.getLogger("synthetic_users.cli")
 CUSTOMER: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,62}")
@@ -44,7 +45,12 @@ STRIPE_CUSTOMER: Final = re.compile(r"cus_[A-Za-z0-9]{1,64}")
 LOCK_FILE: Final = "service.lock"
 
 
-def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -> Services:
+def build_services(
+    settings: Settings,
+    store: Store,
+    artifacts: ArtifactStore,
+    credentials: Credentials | None = None,
+) -> Services:
     """What `serve` runs beside the API: the orchestrator (fleet, agent loops, reports).
 
     The app's lifespan calls `services.start()` (resume `store.claim_resumable_runs()`, start the
@@ -56,7 +62,14 @@ def build_services(settings: Settings, store: Store, artifacts: ArtifactStore) -
     """
     from synthetic_users._service import RunServices
 
-    return RunServices(settings, store, artifacts)
+    return RunServices(settings, store, artifacts, credentials=credentials)
+
+
+def credentials_for(settings: Settings, store: Store) -> Credentials:
+    """The stored credentials under the service's master key (the setting, or its file)."""
+    from synthetic_users._safety._credentials import Credentials, Keyring, load_master_key
+
+    return Credentials(store.db, Keyring(load_master_key(settings.data_dir, settings.master_key)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -280,13 +293,18 @@ def _run(
     import uvicorn
 
     from synthetic_users._api import IdleServices, RateLimits, RunDefaults, create_app
+    from synthetic_users._safety._credentials import MasterKeyError
+    from synthetic_users._safety._masking import configure_service_logging
     from synthetic_users._safety._ssrf import TargetPolicy
     from synthetic_users._service import ServiceConfigError
 
     services: Services
     try:
-        services = IdleServices() if api_only else build_services(settings, store, artifacts)
-    except ServiceConfigError as exc:
+        credentials = credentials_for(settings, store)
+        services = (
+            IdleServices() if api_only else build_services(settings, store, artifacts, credentials)
+        )
+    except (ServiceConfigError, MasterKeyError) as exc:
         return _fail(str(exc))
     app = create_app(
         store,
@@ -300,6 +318,7 @@ def _run(
             max_active_runs=settings.max_active_runs,
         ),
         allow_loopback=settings.allow_loopback,
+        credentials=credentials,
     )
     if settings.allow_loopback_targets:
         log.warning(
@@ -317,6 +336,8 @@ def _run(
                 print(f"synthetic-users: serving on {url} (reference at {url}/docs)", flush=True)
 
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # After uvicorn set up its handlers: every handler masks emails and phone numbers.
+    configure_service_logging("uvicorn", "uvicorn.error", "uvicorn.access")
     server = Server(config)
     try:
         server.run(sockets=[listener])

@@ -103,3 +103,29 @@ async def test_a_network_error_on_an_enrollment_is_not_repeated() -> None:
         with pytest.raises(BackendUnreachable):
             await operator.list_devices("acme")
     assert calls == ["POST", "GET", "GET"]
+
+
+async def test_both_clients_put_and_delete_a_vault_secret(backend: Backend) -> None:
+    from understudy._store import vault
+
+    token = backend.operator_token()
+
+    def reveal() -> str | None:
+        return vault.reveal(backend.services.db, backend.services.keys, "acme", "su-ses-1")
+
+    async with AsyncOperatorClient(backend.url, token) as operator:
+        await operator.put_secret("acme", "su-ses-1", "s3cret-async")
+        assert reveal() == "s3cret-async"
+        assert await operator.delete_secret("acme", "su-ses-1") is True
+        assert reveal() is None
+        assert await operator.delete_secret("acme", "su-ses-1") is False
+        with pytest.raises(UsageError):
+            await operator.put_secret("acme", "vault:su-ses-1", "x")
+
+    def blocking() -> tuple[str | None, bool, bool]:
+        with OperatorClient(backend.url, token) as operator:
+            operator.put_secret("acme", "su-ses-1", "s3cret-sync")
+            stored = reveal()
+            return stored, operator.delete_secret("acme", "su-ses-1"), (reveal() is None)
+
+    assert await asyncio.to_thread(blocking) == ("s3cret-sync", True, True)

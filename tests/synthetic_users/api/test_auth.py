@@ -49,6 +49,10 @@ OPERATIONS = [
     ("DELETE", "/webhooks/whk_" + "0" * 32),
     ("GET", "/webhooks/whk_" + "0" * 32 + "/deliveries"),
     ("GET", "/usage"),
+    ("POST", "/credentials"),
+    ("GET", "/credentials"),
+    ("GET", "/credentials/cred_" + "0" * 32),
+    ("DELETE", "/credentials/cred_" + "0" * 32),
 ]
 
 

@@ -98,6 +98,28 @@ def test_each_persona_has_a_transcript_reports_and_screenshots_of_its_reactions(
         assert "<html" in _get(stack, f"{base}/report.html").text
 
 
+def test_the_personas_own_email_is_masked_in_every_transcript_and_report(
+    stack: StudyStack, finished_run: dict[str, Any]
+) -> None:
+    assert stack.shop is not None
+    # The addresses the personas typed: each session's own inbox (or the heuristic's own).
+    typed = {s.shipping.get("email", "") for s in stack.shop.sessions.values() if s.shipping}
+    typed.discard("")
+    assert typed, "no email was typed"
+    run_id, placeholders = finished_run["run_id"], 0
+    for session in finished_run["sessions"]:
+        base = f"/runs/{run_id}/sessions/{session['session_id']}"
+        texts = [gzip.decompress(_get(stack, f"{base}/transcript.json.gz").content).decode()]
+        texts += [_get(stack, f"{base}/report.{ext}").text for ext in ("json", "md", "html")]
+        for text in texts:
+            assert "@example.test" not in text and "%40example.test" not in text
+            for address in typed:
+                assert address not in text and address.replace("@", "%40") not in text
+        placeholders += texts[0].count("[persona inbox]")
+    assert placeholders > 0  # the address was typed, and stored as the placeholder
+    assert "@example.test" not in _get(stack, f"/runs/{run_id}/report.md").text
+
+
 def test_personas_never_share_cookies(stack: StudyStack, finished_run: dict[str, Any]) -> None:
     assert stack.shop is not None
     names_by_cookie = {

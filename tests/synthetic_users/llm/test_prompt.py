@@ -31,6 +31,8 @@ ACTIONS = [
     "read_inbox",
     "wait_for_email",
     "finish",
+    # Offered only when the run has a credential (the loop filters it out otherwise).
+    "log_in",
 ]
 
 

@@ -30,6 +30,9 @@ def test_the_default_region_comes_from_the_locale(locale: str, region: str | Non
         ("/signup?email=jane%40example.com&next=/", "/signup?email=[email]&next=/"),
         ("a@b.io, c_d@e-f.org", "[email], [email]"),
         ("müller@beispiel.de", "[email]"),
+        ("textbox 'jane@example.com'", "textbox '[email]'"),
+        ("(jane@example.com)", "([email])"),
+        ("o'brien@example.com", "[email]"),
     ],
 )
 def test_email_addresses_are_masked(text: str, masked: str) -> None:

@@ -1629,6 +1629,30 @@ class TenantSettingsUpdate(WireModel):
     """
 
 
+VaultSecretName = TypeAliasType(
+    "VaultSecretName",
+    Annotated[
+        str,
+        Field(
+            examples=["login-password"], pattern="^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+        ),
+    ],
+)
+"""
+A vault secret's name (the part after `vault:` in a `SecretRef`).
+"""
+
+
+class VaultSecretValue(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    value: Annotated[str, Field(max_length=4096, min_length=1)]
+    """
+    The secret; sealed at once, never returned.
+    """
+
+
 class TenantSettings(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -1752,6 +1776,16 @@ class DeviceNotFoundProblem(Problem):
     status: Annotated[Literal[404], Field(ge=400, le=599)]
     code: Annotated[
         Literal["device_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
+class SecretNotFoundProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[404], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["secret_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
     ]
 
 
@@ -2422,6 +2456,12 @@ class UnderstudyWire(WireModel):
     tenant_settings_update: Annotated[
         TenantSettingsUpdate | None, Field(alias="tenantSettingsUpdate")
     ] = None
+    vault_secret_name: Annotated[
+        VaultSecretName | None, Field(alias="vaultSecretName")
+    ] = None
+    vault_secret_value: Annotated[
+        VaultSecretValue | None, Field(alias="vaultSecretValue")
+    ] = None
     tenant_settings: Annotated[TenantSettings | None, Field(alias="tenantSettings")] = (
         None
     )
@@ -2444,6 +2484,9 @@ class UnderstudyWire(WireModel):
     ] = None
     device_not_found_problem: Annotated[
         DeviceNotFoundProblem | None, Field(alias="deviceNotFoundProblem")
+    ] = None
+    secret_not_found_problem: Annotated[
+        SecretNotFoundProblem | None, Field(alias="secretNotFoundProblem")
     ] = None
     session_not_found_problem: Annotated[
         SessionNotFoundProblem | None, Field(alias="sessionNotFoundProblem")

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
+from synthetic_users._api._credentials import CREDENTIAL_ROUTES
 from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
 from synthetic_users._api._ratelimit import RateLimits
 from synthetic_users._api._routes import ROUTES, ApiState, RunDefaults
 from synthetic_users._api._services import IdleServices
+from synthetic_users._safety._credentials import Credentials, Keyring
 from synthetic_users._safety._ssrf import TargetPolicy
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ def create_app(
     targets: TargetPolicy | None = None,
     limits: RateLimits | None = None,
     allow_loopback: bool = False,
+    credentials: Credentials | None = None,
 ) -> Litestar:
     """The ASGI app over `store` and `artifacts`.
 
@@ -79,6 +82,9 @@ def create_app(
             passes the settings' limits).
         allow_loopback: Accept loopback webhook endpoints (`http://127.0.0.1:…`), for local
             development only.
+        credentials: Where `POST /credentials` seals passwords (`serve` passes the one under
+            the service's master key). Default: a throw-away master key for this process, so
+            what is stored cannot be decrypted after a restart (tests only).
     """
     if services is None:
         services = _Callbacks(on_run_created, on_run_cancelled)
@@ -91,6 +97,7 @@ def create_app(
         defaults or RunDefaults(),
         targets or TargetPolicy(),
         limits or RateLimits(),
+        credentials or Credentials(store.db, Keyring.ephemeral()),
     )
 
     async def startup() -> None:
@@ -104,7 +111,13 @@ def create_app(
 
     app = Litestar(
         # The dashboard (issue 18): its own router, pages under /dashboard.
-        route_handlers=[*ROUTES, *HOOK_ROUTES, reference, dashboard_router()],
+        route_handlers=[
+            *ROUTES,
+            *HOOK_ROUTES,
+            *CREDENTIAL_ROUTES,
+            reference,
+            dashboard_router(),
+        ],
         exception_handlers={
             ProblemError: on_problem,
             HTTPException: on_http,

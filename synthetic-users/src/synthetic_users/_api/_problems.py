@@ -25,6 +25,7 @@ TITLES: Final[dict[str, str]] = {
     "run_not_found": "Run not found",
     "session_not_found": "Session not found",
     "persona_not_found": "Persona not found",
+    "credential_not_found": "Credential not found",
     "artifact_not_found": "Artifact not found",
     "idempotency_conflict": "Idempotency key reused with another request",
     "not_found": "Not found",

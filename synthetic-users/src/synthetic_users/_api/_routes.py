@@ -12,6 +12,7 @@ from litestar import Request, Response, delete, get, post
 from litestar.params import FromPath
 
 from synthetic_users._api import _views
+from synthetic_users._api._credentials import check_run_credential
 from synthetic_users._api._parse import (
     idempotency_key,
     json_body,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from synthetic_users._api._ratelimit import Refusal
     from synthetic_users._api._services import Services
     from synthetic_users._artifacts import ArtifactStore
+    from synthetic_users._safety._credentials import Credentials
     from synthetic_users._store import PersonaRecord, RunRecord, SessionRecord, Store
 
 JSON: Final = "application/json"
@@ -82,6 +84,8 @@ class ApiState:
     defaults: RunDefaults
     targets: TargetPolicy = field(default_factory=TargetPolicy)
     limits: RateLimits = field(default_factory=RateLimits)
+    # Where `POST /credentials` seals passwords; a run's `credential_id` is checked against it.
+    credentials: Credentials | None = None
 
 
 def _state(request: Request[Any, Any, Any]) -> ApiState:
@@ -193,6 +197,7 @@ async def submit_run(
             personas.append(persona.to_wire())
     if missing:
         raise validation_failed(missing)
+    check_run_credential(state.credentials, who, req.credential_id)
     new = NewRun(
         target_url=req.target_url,
         task=req.task,

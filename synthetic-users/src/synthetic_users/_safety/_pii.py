@@ -31,10 +31,12 @@ PHONE: Final = "[phone]"
 PERSONA_INBOX: Final = "[persona inbox]"
 
 # Local part, then `@` (or its URL encoding), then a dotted domain with a letter TLD. Wider than
-# RFC 5322's common subset on purpose: masking a near-address costs less than leaking one.
+# RFC 5322's common subset on purpose: masking a near-address costs less than leaking one. The
+# local part never starts with a quote or a dot, so a quoted address (`textbox 'jane@x.com'`)
+# keeps its quotes and `...jane@x.com` its dots.
 _EMAIL_RE: Final = re.compile(
-    r"(?<![\w.%+'-])(?P<local>[\w.%+'-]+)(?:@|%40)(?P<domain>[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,})"
-    r"(?![\w-])",
+    r"(?<![\w%+-])(?P<local>[\w%+-][\w.%+'-]*)(?:@|%40)"
+    r"(?P<domain>[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,})(?![\w-])",
     re.IGNORECASE,
 )
 # E.164: a plus, then up to 15 digits with no leading zero (ITU-T E.164 §6.1).

@@ -251,6 +251,31 @@ MIGRATIONS: Final[tuple[tuple[int, str, str], ...]] = (
             WHERE status IN ('completed', 'failed', 'cancelled');
         """,
     ),
+    # -- credentials for the target site (issue 17, item 5) ------------------------------------
+    (
+        7,
+        "credentials for the target site, sealed under per-customer data keys",
+        """
+        -- A customer's data key, wrapped (AES-256-GCM) by the service's master key.
+        CREATE TABLE customer_keys (
+            customer_id TEXT PRIMARY KEY REFERENCES customers (customer_id),
+            wrapped_key BLOB NOT NULL,
+            created_at REAL NOT NULL
+        );
+        -- The password is only ever here sealed with the customer's data key.
+        CREATE TABLE credentials (
+            credential_id TEXT PRIMARY KEY,
+            customer_id TEXT NOT NULL REFERENCES customers (customer_id),
+            name TEXT NOT NULL,
+            username TEXT NOT NULL,
+            origin TEXT,
+            sealed_password BLOB NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX credentials_newest
+            ON credentials (customer_id, created_at DESC, credential_id DESC);
+        """,
+    ),
 )
 SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
 

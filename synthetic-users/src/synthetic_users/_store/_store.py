@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from synthetic_users._safety._masking import mask_turn, session_masker
+from synthetic_users._safety._pii import PiiMasker
 from synthetic_users._store._db import Database
 from synthetic_users._store._errors import (
     BadCursor,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
 KEY_PREFIX: Final = "suk_"
+# A run's reason belongs to no one persona: international formats and the US ones.
+_RUN_MASKER: Final = PiiMasker.for_persona("en-US")
 MAX_PAGE: Final = 100
 
 
@@ -76,6 +80,7 @@ class Store:
         # exist exactly when the state change does. A hook that raises rolls the change back.
         self.run_ended_hooks: list[Callable[[RunRecord], object]] = []
         self.session_ended_hooks: list[Callable[[SessionRecord], object]] = []
+        self._maskers: dict[tuple[str, str | None], PiiMasker] = {}  # (session, inbox) -> masker
 
     @classmethod
     def open(
@@ -393,6 +398,8 @@ class Store:
         """
         with self.db.transaction() as conn:
             session = self.get_session(session_id)
+            if reason is not None:
+                reason = self._masker(session).mask(reason)  # a finish summary, an error text
             target = session_transition(session.status, status)
             conn.execute(
                 "UPDATE persona_sessions SET status = ?, "
@@ -414,6 +421,8 @@ class Store:
         Raises:
             IllegalTransition: the move is not allowed from the run's current state.
         """
+        if reason is not None:
+            reason = _RUN_MASKER.mask(reason)  # error texts can quote a page
         with self.db.transaction() as conn:
             run = self.get_run(run_id)
             target = run_transition(run.status, status)
@@ -473,9 +482,12 @@ class Store:
             SessionNotFound: no such session.
         """
         parsed = turn if isinstance(turn, models.Turn) else models.Turn.model_validate(turn)
+        session = self.get_session(session_id)
+        # The PII choke point for turns: what is stored (and so every transcript and report built
+        # from it) has emails and phone numbers masked (`_safety/_masking.py`).
+        parsed = models.Turn.model_validate(mask_turn(self._masker(session), parsed.to_wire()))
         body = _canonical(parsed.to_wire())
         with self.db.transaction() as conn:
-            session = self.get_session(session_id)
             row = conn.execute(
                 "SELECT body FROM turns WHERE session_id = ? AND turn = ?",
                 (session_id, parsed.turn),
@@ -537,6 +549,9 @@ class Store:
             SessionNotFound: no such session.
         """
         created_at = self.clock() if created_at is None else created_at
+        masker = self._masker(self.get_session(session_id))
+        note, url = masker.mask(note), masker.mask(url)
+        element = masker.mask(element) if element is not None else None
         models.Reaction.model_validate(
             {
                 "step": step,
@@ -622,6 +637,15 @@ class Store:
         ]
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _masker(self, session: SessionRecord) -> PiiMasker:
+        # Keyed by the inbox address too: the inbox assigns it when the session first starts.
+        key = (session.session_id, session.inbox_address)
+        masker = self._maskers.get(key)
+        if masker is None:
+            own = [session.inbox_address] if session.inbox_address else []
+            masker = self._maskers[key] = session_masker(session.persona, own)
+        return masker
 
     def _ensure_customer(self, conn: sqlite3.Connection, customer_id: str) -> None:
         conn.execute(

@@ -16,6 +16,7 @@ ACTION_NAMES: Final[tuple[str, ...]] = (
     "read_inbox",
     "wait_for_email",
     "finish",
+    "log_in",
 )
 # What a model is offered: each action's name, description and arguments' JSON Schema
 ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
@@ -296,6 +297,33 @@ ACTION_TOOLS: Final[tuple[dict[str, Any], ...]] = (
             },
         },
     },
+    {
+        "name": "log_in",
+        "description": "Log in with the account the study gave you: its user name and password are typed for you into the two fields you name (you never see the password); then press the page's log-in button. Offered only when the run has a credential.",
+        "parameters": {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["username_ref", "password_ref", "ease"],
+            "properties": {
+                "username_ref": {
+                    "description": "The user name or email field.",
+                    "type": "string",
+                    "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
+                },
+                "password_ref": {
+                    "description": "The password field.",
+                    "type": "string",
+                    "pattern": "^g[0-9]{1,9}e[0-9]{1,9}$",
+                },
+                "ease": {
+                    "description": "Single Ease Question rating (1-7, 7 = very easy) of the step just done.",
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 7,
+                },
+            },
+        },
+    },
 )
 # operationId -> HTTP status -> problem codes that response may carry
 PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
@@ -421,6 +449,27 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "400": ["validation_failed", "invalid_json"],
         "401": ["unauthorized"],
         "429": ["rate_limited"],
+    },
+    "createCredential": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+        "413": ["payload_too_large"],
+    },
+    "listCredentials": {
+        "400": ["validation_failed", "invalid_json"],
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+    },
+    "getCredential": {
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+        "404": ["credential_not_found"],
+    },
+    "deleteCredential": {
+        "401": ["unauthorized"],
+        "429": ["rate_limited"],
+        "404": ["credential_not_found"],
     },
     "getHealth": {},
 }

@@ -28,6 +28,7 @@ ActionName = TypeAliasType(
             "read_inbox",
             "wait_for_email",
             "finish",
+            "log_in",
         ],
         Field(examples=["click"], title="ActionName"),
     ],
@@ -864,6 +865,53 @@ class PersonaList(WireModel):
     """
 
 
+class CredentialInput(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Annotated[str, Field(max_length=100, min_length=1)]
+    """
+    What the credential is for, shown to the persona (`Test shopper account`).
+    """
+    username: Annotated[str, Field(max_length=256, min_length=1)]
+    """
+    The user name or email address the site asks for; shown to the persona.
+    """
+    password: Annotated[str, Field(max_length=1024, min_length=1)]
+    """
+    Encrypted at once; never returned, logged or shown to the model.
+    """
+    origin: Annotated[
+        str | None,
+        Field(max_length=2048, pattern="^[Hh][Tt][Tt][Pp][Ss]?://[^\\s/?#]+$"),
+    ] = None
+    """
+    The origin (`https://shop.example.com`) the credential is for; informational.
+    """
+
+
+class Credential(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    credential_id: CredentialId
+    name: Annotated[str, Field(max_length=100, min_length=1)]
+    username: Annotated[str, Field(max_length=256, min_length=1)]
+    origin: Annotated[str | None, Field(max_length=2048)] = None
+    created_at: Timestamp
+
+
+class CredentialList(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    credentials: list[Credential]
+    next_cursor: str | None = None
+    """
+    Absent on the last page.
+    """
+
+
 class Health(WireModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -999,6 +1047,16 @@ class PersonaNotFoundProblem(Problem):
     status: Annotated[Literal[404], Field(ge=400, le=599)]
     code: Annotated[
         Literal["persona_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
+    ]
+
+
+class CredentialNotFoundProblem(Problem):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    status: Annotated[Literal[404], Field(ge=400, le=599)]
+    code: Annotated[
+        Literal["credential_not_found"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")
     ]
 
 
@@ -1302,6 +1360,36 @@ class FinishAction(WireModel):
     arguments: Annotated[FinishArguments, Field(title="FinishArguments")]
 
 
+class LogInArguments(WireModel):
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    username_ref: Ref
+    """
+    The user name or email field.
+    """
+    password_ref: Ref
+    """
+    The password field.
+    """
+    ease: Ease
+    """
+    Single Ease Question rating (1-7, 7 = very easy) of the step just done.
+    """
+
+
+class LogInAction(WireModel):
+    """
+    Log in with the account the study gave you: its user name and password are typed for you into the two fields you name (you never see the password); then press the page's log-in button. Offered only when the run has a credential.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["log_in"]
+    arguments: Annotated[LogInArguments, Field(title="LogInArguments")]
+
+
 class PersonaOutcome(WireModel):
     """
     How one persona session of the run ended.
@@ -1422,7 +1510,8 @@ Action = TypeAliasType(
         | ReactAction
         | ReadInboxAction
         | WaitForEmailAction
-        | FinishAction,
+        | FinishAction
+        | LogInAction,
         Field(
             discriminator="name",
             examples=[{"name": "click", "arguments": {"ref": "g2e14", "ease": 6}}],
@@ -1513,6 +1602,9 @@ class RunRequest(WireModel):
     Turns each persona may take before it must `finish`; the service's default (30) when absent.
     """
     credential_id: CredentialId | None = None
+    """
+    One of your credentials (`POST /credentials`); its personas may log in with it.
+    """
     model: Annotated[
         str | None,
         Field(pattern="^(heuristic|openai|anthropic)(:[A-Za-z0-9._/-]{1,128})?$"),
@@ -1634,6 +1726,7 @@ class SyntheticUsersWire(WireModel):
         WaitForEmailAction | None, Field(alias="waitForEmailAction")
     ] = None
     finish_action: Annotated[FinishAction | None, Field(alias="finishAction")] = None
+    log_in_action: Annotated[LogInAction | None, Field(alias="logInAction")] = None
     action_name: Annotated[ActionName | None, Field(alias="actionName")] = None
     aggregate: Aggregate | None = None
     persona_outcome: Annotated[PersonaOutcome | None, Field(alias="personaOutcome")] = (
@@ -1720,6 +1813,13 @@ class SyntheticUsersWire(WireModel):
     session_detail: Annotated[SessionDetail | None, Field(alias="sessionDetail")] = None
     saved_persona: Annotated[SavedPersona | None, Field(alias="savedPersona")] = None
     persona_list: Annotated[PersonaList | None, Field(alias="personaList")] = None
+    credential_input: Annotated[
+        CredentialInput | None, Field(alias="credentialInput")
+    ] = None
+    credential: Credential | None = None
+    credential_list: Annotated[CredentialList | None, Field(alias="credentialList")] = (
+        None
+    )
     health: Health | None = None
     problem: Problem | None = None
     validation_problem: Annotated[
@@ -1754,6 +1854,9 @@ class SyntheticUsersWire(WireModel):
     ] = None
     persona_not_found_problem: Annotated[
         PersonaNotFoundProblem | None, Field(alias="personaNotFoundProblem")
+    ] = None
+    credential_not_found_problem: Annotated[
+        CredentialNotFoundProblem | None, Field(alias="credentialNotFoundProblem")
     ] = None
     artifact_not_found_problem: Annotated[
         ArtifactNotFoundProblem | None, Field(alias="artifactNotFoundProblem")
