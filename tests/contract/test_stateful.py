@@ -30,8 +30,12 @@ FOLLOWED: set[tuple[str, str, str, int]] = set()
 SEEN: set[tuple[str, int]] = set()
 
 
+# The consumer's workflows only. Operator operations (tag `operator`) change what every later
+# step sees (a tenant's devices, keys, vault), so Hypothesis, replaying a failing workflow against
+# the live backend, met different responses and stopped with FlakyStrategyDefinition instead of
+# the failure; they are covered by the fuzz run (on a sandbox tenant) and by the scenarios.
 @hypothesis.seed(SEED)
-class Workflow(SCHEMA.as_state_machine()):  # type: ignore[misc]
+class Workflow(SCHEMA.exclude(tag="operator").as_state_machine()):  # type: ignore[misc]
     """The generated workflow, wired to the live backend and the contract's own checks."""
 
     live: ClassVar[LiveBackend]
