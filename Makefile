@@ -71,9 +71,10 @@ extension: ## Build extension/dist and zip it to extension/understudy-extension.
 
 DIST := dist
 
-dist: extension ## Build both wheels and the extension zip into dist/ (docs/versioning.md)
+dist: extension ## Build the three wheels and the extension zip into dist/ (docs/versioning.md)
 	rm -rf $(DIST) && mkdir -p $(DIST)
-	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) ./backend ./connector
+	$(PY) -m pip wheel --quiet --no-deps --no-build-isolation --wheel-dir $(DIST) ./backend ./connector \
+		./synthetic-users
 	cp $(EXTENSION_ZIP) $(DIST)/understudy-extension-$$($(PY) -c \
 		'import json; print(json.load(open("extension/manifest.json"))["version"])').zip
 	@ls -1 $(DIST)

@@ -45,7 +45,7 @@ def _run(*argv: str | Path, cwd: Path, timeout: float = 300) -> str:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh venv outside the repository with both wheels installed; returns its bin/."""
+    """A fresh venv outside the repository with the three wheels installed; returns its bin/."""
     work = tmp_path_factory.mktemp("dist")
     assert ROOT not in work.parents
     dist, wheelhouse, venv = work / "dist", work / "wheelhouse", work / "venv"
@@ -60,10 +60,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         dist,
         ROOT / "backend",
         ROOT / "connector",
+        ROOT / "synthetic-users",
         cwd=work,
     )
     wheels = sorted(dist.glob("*.whl"))
-    assert [w.name.split("-")[0] for w in wheels] == ["understudy_backend", "understudy_connector"]
+    assert [w.name.split("-")[0] for w in wheels] == [
+        "synthetic_users",
+        "understudy_backend",
+        "understudy_connector",
+    ]
     _run(
         *pip,
         "download",
@@ -90,6 +95,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         dist,
         "understudy-backend",
         "understudy-connector",
+        "synthetic-users",
         cwd=work,
     )
     return venv / "bin"
@@ -166,3 +172,51 @@ def test_the_installed_service_serves_docs_and_spec_outside_the_repository(
         process.terminate()
         process.communicate(timeout=30)
     _run(installed / "understudy-mcp", "--help", cwd=tmp_path)
+
+
+def test_the_installed_synthetic_users_serves_its_reference_and_dashboard(
+    installed: Path, tmp_path: Path
+) -> None:
+    located = _run(
+        installed / "python",
+        "-I",
+        "-c",
+        "import synthetic_users; print(synthetic_users.__file__)",
+        cwd=tmp_path,
+    )
+    assert str(installed.parent) in located, located
+    assert "0.1.0" in _run(installed / "synthetic-users", "--version", cwd=tmp_path)
+    data_dir = tmp_path / "su-data"
+    _run(installed / "synthetic-users", "--data-dir", data_dir, "migrate", cwd=tmp_path)
+    process = subprocess.Popen(
+        [
+            installed / "synthetic-users",
+            "--data-dir",
+            data_dir,
+            "serve",
+            "--api-only",
+            "--port",
+            "0",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "serving on" in line, process.stderr.read() if process.stderr else line
+        url = line.split()[3]
+        docs = httpx.get(f"{url}/docs", timeout=10)
+        assert docs.status_code == 200
+        assert "Synthetic Users" in docs.text
+        assert httpx.get(f"{url}/healthz", timeout=10).status_code == 200
+        # The dashboard's templates and static files ship in the wheel.
+        sign_in = httpx.get(f"{url}/dashboard/sign-in", timeout=10)
+        assert sign_in.status_code == 200 and "API key" in sign_in.text
+        assert httpx.get(f"{url}/runs", timeout=10).status_code == 401
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)
