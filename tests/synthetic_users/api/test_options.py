@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
-from tests.synthetic_users.api.conftest import Api
+if TYPE_CHECKING:
+    from tests.synthetic_users.api.conftest import Api
 
 
 @pytest.mark.parametrize(
