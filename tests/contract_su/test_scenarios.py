@@ -62,6 +62,9 @@ def test_cancelling_a_queued_run_is_202_and_cancelling_it_again_200(
     cancelled = live_su.http.delete(f"/runs/{run_id}")
     conforms("cancelRun", cancelled, 202, path=path, source=_name(request))
     assert cancelled.json()["status"] == "cancelled"
+    read = live_su.http.get(f"/runs/{run_id}")  # the 202's GetRunAgain link
+    conforms("getRun", read, 200, path=path, source=_name(request))
+    assert read.json()["status"] == "cancelled"
     again = live_su.http.delete(f"/runs/{run_id}")
     conforms("cancelRun", again, 200, path=path, source=_name(request))
 
