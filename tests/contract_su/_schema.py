@@ -25,7 +25,7 @@ SEED = int(os.environ.get("SYNTHETIC_USERS_FUZZ_SEED", "20261201"))
 MIN_CASES = int(os.environ.get("SYNTHETIC_USERS_FUZZ_MIN_CASES", "0"))
 # A stateful scenario costs several requests; a fifth of the per-operation budget keeps the CI
 # run short while a long run still walks thousands of link chains.
-STATEFUL_EXAMPLES = max(20, EXAMPLES // 5)
+STATEFUL_EXAMPLES = max(40, EXAMPLES // 5)
 STATEFUL_MAX_STEPS = 8
 
 BUILT_IN_CHECKS = (
