@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
+import httpx
 import pytest
+from schemathesis.core.failures import FailureGroup
 
+from tests.contract_su._checks import no_secret_leak, problem_details
 from tests.contract_su._scenario import conforms
+from tests.contract_su._schema import SCHEMA
 
 if TYPE_CHECKING:
     from tests.contract_su._live import LiveService
@@ -50,3 +55,27 @@ def test_options_lists_every_method_of_a_path_with_two_handlers(live_su: LiveSer
     response = live_su.http.options("/runs")
     assert response.status_code == 204
     assert response.headers["allow"] == "GET, OPTIONS, POST"
+
+
+def _judged(
+    operation_id: str, response: httpx.Response, check: Any, path: dict[str, str] | None = None
+) -> str:
+    case = SCHEMA.find_operation_by_id(operation_id).Case(path_parameters=path or {})
+    response.elapsed = timedelta(0)  # a built response has none; Schemathesis reads it
+    with pytest.raises(FailureGroup) as failure:
+        case.validate_response(response, checks=[], additional_checks=[check])
+    return str(failure.value) + "".join(map(str, getattr(failure.value, "exceptions", [])))
+
+
+def test_the_contract_checks_catch_a_leaked_key_and_an_unlisted_code(live_su: LiveService) -> None:
+    # The checks the fuzzer relies on must be able to fail: fed a response that breaks each.
+    request = httpx.Request("GET", f"{live_su.url}/personas")
+    leak = httpx.Response(200, json={"personas": [], "x": live_su.api_key}, request=request)
+    assert "leaks a tracked secret" in _judged("listPersonas", leak, no_secret_leak)
+    problem = {"type": "about:blank", "title": "t", "status": 404, "code": "run_not_found"}
+    unlisted = httpx.Response(
+        404, json=problem, headers={"content-type": "application/problem+json"}, request=request
+    )
+    path = {"persona_id": "per_" + "0" * 32}
+    message = _judged("getPersona", unlisted, problem_details, path)
+    assert "the spec lists only ['persona_not_found']" in message
