@@ -87,9 +87,12 @@ test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-
 	$(MAKE) test-py
 	$(MAKE) test-ext
 
-fuzz: ## Long Schemathesis run over spec/openapi.yaml (fails under 10,000 cases; seed: UNDERSTUDY_FUZZ_SEED)
+fuzz: ## Long Schemathesis runs over both specs (Understudy: under 10,000 cases fails; seeds: *_FUZZ_SEED)
 	UNDERSTUDY_FUZZ_EXAMPLES=$${UNDERSTUDY_FUZZ_EXAMPLES:-1500} UNDERSTUDY_FUZZ_MIN_CASES=10000 \
 		$(VENV)/bin/pytest tests/contract -q -p no:cacheprovider
+	SYNTHETIC_USERS_FUZZ_EXAMPLES=$${SYNTHETIC_USERS_FUZZ_EXAMPLES:-500} \
+		SYNTHETIC_USERS_FUZZ_MIN_CASES=$${SYNTHETIC_USERS_FUZZ_MIN_CASES:-10000} \
+		$(VENV)/bin/pytest tests/contract_su -q -p no:cacheprovider
 
 study: bootstrap ## Synthetic Users' main job: three personas study the demo shop (ARGS=--serve keeps the dashboard up)
 	$(PY) -m study $(ARGS)

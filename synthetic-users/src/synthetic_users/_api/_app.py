@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from litestar import Litestar, Response, get
 from litestar.exceptions import HTTPException
 
+from synthetic_users._api._allow import complete_allow
 from synthetic_users._api._credentials import CREDENTIAL_ROUTES
 from synthetic_users._api._hooks import ROUTES as HOOK_ROUTES
 from synthetic_users._api._problems import ProblemError, on_error, on_http, on_problem
@@ -125,6 +126,7 @@ def create_app(
         },
         on_startup=[startup],
         on_shutdown=[shutdown],
+        before_send=[complete_allow],
         openapi_config=None,
         debug=False,
     )

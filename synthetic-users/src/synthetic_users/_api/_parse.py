@@ -141,7 +141,10 @@ def run_request(data: Any) -> models.RunRequest:
 
 def _target_problem(url: str) -> str | None:
     """What is wrong with a target the pattern let through (a bad port, credentials)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host that is not an IPv6 address: `https://[c]/`
+        return "the host in brackets is not an IPv6 address"
     try:
         parts.port  # noqa: B018 (parsing it is the check)
     except ValueError:
