@@ -78,17 +78,29 @@ def check_run_credential(
         ) from None
 
 
-@post("/credentials", status_code=201)
-async def create_credential(request: Request[Any, Any, Any]) -> Response[Any]:
-    who = _customer(request)
-    given = validate(models.CredentialInput, await json_body(request))
-    record = _credentials(request).create(
+def store_credential(credentials: Credentials, who: str, document: Any) -> CredentialRecord:
+    """Validate a `CredentialInput` document and store it sealed: `POST /credentials`'s work.
+
+    The dashboard's credential form calls this too, so both refuse the same documents with the
+    same errors (none of which repeats a value sent).
+
+    Raises:
+        ProblemError: `400 validation_failed`, naming each bad field by its JSON pointer.
+    """
+    given = validate(models.CredentialInput, document)
+    return credentials.create(
         who,
         name=given.name,
         username=given.username,
         password=given.password,
         origin=given.origin,
     )
+
+
+@post("/credentials", status_code=201)
+async def create_credential(request: Request[Any, Any, Any]) -> Response[Any]:
+    who = _customer(request)
+    record = store_credential(_credentials(request), who, await json_body(request))
     return Response(
         credential_view(record),
         status_code=201,

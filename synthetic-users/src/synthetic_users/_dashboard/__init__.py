@@ -12,6 +12,8 @@ Pages (all but sign-in need a signed-in session; without one a page redirects to
 - `/dashboard/runs/<run>/report` and `/dashboard/runs/<run>/sessions/<session>`: the aggregate
   report and a persona's timeline, rendered by the templates that write `report.html`.
 - `/dashboard/personas`: saved personas: list, create, delete.
+- `/dashboard/credentials`: log-ins for the target site: list (name, user name, origin;
+  never the password), add (the password control always comes back empty), delete.
 - `/dashboard/webhooks`: webhook endpoints: list (events, active or disabled and why), add
   (the signing secret is shown once, on the page that answers the form), delete;
   `/dashboard/webhooks/<id>`: its delivery log, each delivery with its attempts.
@@ -33,6 +35,7 @@ from __future__ import annotations
 from litestar import Router
 
 from synthetic_users._dashboard._auth import CsrfRefused, DashboardError, SignedOut
+from synthetic_users._dashboard._credentials import CREDENTIAL_HANDLERS
 from synthetic_users._dashboard._hooks import HOOK_HANDLERS
 from synthetic_users._dashboard._pages import HANDLERS, on_dashboard_error, on_unexpected
 
@@ -43,7 +46,7 @@ def dashboard_router() -> Router:
     """The dashboard's routes under `/dashboard` (a new router for each app)."""
     return Router(
         path="/dashboard",
-        route_handlers=[*HANDLERS, *HOOK_HANDLERS],
+        route_handlers=[*HANDLERS, *HOOK_HANDLERS, *CREDENTIAL_HANDLERS],
         exception_handlers={DashboardError: on_dashboard_error, Exception: on_unexpected},
         include_in_schema=False,
     )

@@ -6,6 +6,8 @@ error's JSON pointer is mapped back to the form control that produced it.
 
 Field names of the webhook form: `url`, `events` (checkboxes of event types).
 
+Field names of the credential form: `name`, `username`, `password`, `origin` (optional).
+
 Field names of the start-a-run form: `target_url`, `task`, `turn_budget`, `saved` (checkboxes
 of saved persona ids), and per inline persona *k* `inline-<k>-<field>` for `name`,
 `background`, `goals` (one per line), `digital_literacy`, `patience`, `device`, `locale`.
@@ -61,7 +63,11 @@ LABELS: Final = {
     "url": "Endpoint URL",
     "events": "Events",
     "run_id": "Run",
+    "username": "User name",
+    "password": "Password",
+    "origin": "Origin",
 }
+CREDENTIAL_FIELDS: Final = ("name", "username", "password", "origin")
 _INLINE: Final = re.compile(r"inline-(\d{1,2})-([a-z_]+)")
 _POINTER: Final = re.compile(r"/personas/(\d+)(?:/([a-z_]+))?.*")
 
@@ -205,3 +211,30 @@ def webhook_field(pointer: str) -> str | None:
     """The webhook form's control a pointer into a `WebhookRequest` names (`/events/1`)."""
     part = pointer.strip("/").split("/", 1)[0]
     return part if part in ("url", "events") else None
+
+
+def credential_document(form: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """The credential form as a `CredentialInput` document; a blank origin is left out.
+
+    The password is taken exactly as typed (spaces can be part of one); the other fields are
+    trimmed as every other form's text is.
+    """
+
+    def one(name: str) -> str:
+        return (form.get(name) or [""])[0]
+
+    doc: dict[str, Any] = {
+        "name": one("name").strip(),
+        "username": one("username").strip(),
+        "password": one("password"),
+    }
+    origin = one("origin").strip()
+    if origin:
+        doc["origin"] = origin
+    return doc
+
+
+def credential_field(pointer: str) -> str | None:
+    """The credential form's control a pointer into a `CredentialInput` names (`/origin`)."""
+    part = pointer.strip("/").split("/", 1)[0]
+    return part if part in CREDENTIAL_FIELDS else None

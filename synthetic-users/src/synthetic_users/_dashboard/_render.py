@@ -51,12 +51,13 @@ class NavItem:
     href: str
 
 
-# The main navigation, in reading order. A page for another part of the API (credentials)
-# adds its entry here when its API exists; no entry points at a page that does not.
+# The main navigation, in reading order. A page for another part of the API adds its entry
+# here when its API exists; no entry points at a page that does not.
 NAV: Final = (
     NavItem("runs", "Runs", "/dashboard/runs"),
     NavItem("new-run", "Start a run", "/dashboard/runs/new"),
     NavItem("personas", "Personas", "/dashboard/personas"),
+    NavItem("credentials", "Credentials", "/dashboard/credentials"),
     NavItem("webhooks", "Webhooks", "/dashboard/webhooks"),
     NavItem("usage", "Usage", "/dashboard/usage"),
 )
