@@ -11,6 +11,9 @@
   `{persona_id}` entries name saved personas (an unknown one is a `400` about state, not data).
 - A positive list case that sends a `cursor` gets one the service wrote for that list: cursors
   are opaque, so a generated one is a `400` about state (the scenarios prove that refusal).
+- A positive `createRun` gets a public https target (`https://shop.example.com/<n>`): the
+  schema's pattern admits `http` and any host, the public-HTTPS-host rule is the service's
+  (documented in prose; `tests/synthetic_users/safety/test_ssrf.py` tries to break it).
 - A positive `createWebhook` gets a public https URL: the schema's `url` is a bare string, the
   public-host rule is the service's (documented in prose), so most generated values are refused.
 """
@@ -31,7 +34,7 @@ if TYPE_CHECKING:
     from tests.contract_su._checks import Case
     from tests.contract_su._live import LiveService
 
-DELETES = {"deletePersona", "deleteWebhook"}
+DELETES = {"deletePersona", "deleteWebhook", "deleteCredential"}
 # List operations, and the path whose first page gives a cursor the service wrote.
 _LISTS = {
     "listRuns": "/runs",
@@ -39,6 +42,7 @@ _LISTS = {
     "listWebhooks": "/webhooks",
     "listWebhookDeliveries": "/webhooks/{webhook}/deliveries",
     "listUsage": "/usage",
+    "listCredentials": "/credentials",
 }
 
 
@@ -81,6 +85,11 @@ def prepare(case: Case, live: LiveService, *, substitute: bool = True) -> None:
 
 
 def _positive_run(body: dict[str, Any], live: LiveService) -> dict[str, Any]:
+    url = body.get("target_url")
+    if isinstance(url, str):  # see the module docstring: which hosts are allowed is prose
+        body = {**body, "target_url": f"https://shop.example.com/{zlib.crc32(url.encode())}"}
+    if "credential_id" in body:  # an unknown one is a 400 about state, not data
+        body = {**body, "credential_id": live.credential_id}
     personas = body.get("personas")
     if not isinstance(personas, list):
         return body
@@ -104,4 +113,6 @@ def _substitute(params: dict[str, Any], live: LiveService) -> dict[str, Any]:
         params["persona_id"] = live.personas[0]
     if "webhook_id" in params and _even(params["webhook_id"]):
         params["webhook_id"] = live.webhook_id
+    if "credential_id" in params and _even(params["credential_id"]):
+        params["credential_id"] = live.credential_id
     return params

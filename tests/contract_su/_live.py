@@ -25,9 +25,9 @@ import httpx
 import uvicorn
 
 from synthetic_users._api import IdleServices, RunDefaults, create_app
-from synthetic_users._api._ratelimit import RateLimits
 from synthetic_users._artifacts import DirectoryStore, session_prefix
 from synthetic_users._publish import Publisher
+from synthetic_users._safety._credentials import Credentials, Keyring
 from synthetic_users._safety._ssrf import TargetPolicy
 from synthetic_users._store import (
     KEY_PREFIX,
@@ -45,6 +45,8 @@ from tests.synthetic_users.api.conftest import free_port
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
+
+    from synthetic_users._api._ratelimit import RateLimits
 
 T = TypeVar("T")
 
@@ -110,6 +112,7 @@ def _turn(n: int, *, reaction: bool = False) -> dict[str, Any]:
     return body
 
 
+CREDENTIAL_PASSWORD = "kettle-correct-horse-7"  # noqa: S105 - the seeded credential's, checked never to leak
 PUBLIC_ADDRESS = "93.184.216.34"  # a public IPv4 address (example.com's)
 
 
@@ -128,6 +131,7 @@ class LiveService:
     queued_run: str  # queued, for reads of a run without artifacts
     webhook_id: str
     webhook_secret: str
+    credential_id: str  # a stored credential of the customer (its password is a secret)
     secrets: list[str] = field(default_factory=list)
     _http: httpx.Client | None = None
     _cursors: dict[str, str] = field(default_factory=dict)
@@ -170,7 +174,12 @@ class LiveService:
         return asyncio.run_coroutine_threadsafe(wrapper(), self.loop).result(timeout)
 
 
+UNRESOLVABLE = "does-not-resolve.example"  # the one name the live service cannot resolve
+
+
 async def _public_resolver(host: str, port: int) -> list[str]:
+    if host == UNRESOLVABLE:
+        raise OSError("Name or service not known")  # what getaddrinfo raises
     return [PUBLIC_ADDRESS]
 
 
@@ -262,6 +271,11 @@ class LiveServer:
         assert self._live is not None
         return self._live
 
+    @property
+    def root(self) -> Path:
+        """Where the service keeps its database and artifacts (`artifacts/`)."""
+        return self._tmp_path
+
     def stop(self) -> None:
         if self._live is not None:
             self._live.close()
@@ -282,6 +296,14 @@ class LiveServer:
         artifacts = DirectoryStore(self._tmp_path / "artifacts")
         try:
             seeded = seed(store, artifacts)
+            credentials = Credentials(store.db, Keyring.ephemeral())
+            credential = credentials.create(
+                CUSTOMER,
+                name="shop login",
+                username="margaret@example.test",
+                password=CREDENTIAL_PASSWORD,
+                origin="https://shop.example.com",
+            )
             app = create_app(
                 store,
                 artifacts,
@@ -290,6 +312,7 @@ class LiveServer:
                 # No DNS here: every target name resolves to one public address.
                 targets=TargetPolicy(resolver=_public_resolver),
                 limits=self._limits,
+                credentials=credentials,
             )
             port = free_port()
             server = uvicorn.Server(
@@ -306,6 +329,7 @@ class LiveServer:
                 key_digest(seeded["api_key"]),
                 key_digest(seeded["other_key"]),
                 *seeded["secrets"],
+                CREDENTIAL_PASSWORD,
             ]
             self._live = LiveService(
                 url=f"http://127.0.0.1:{port}",
@@ -319,6 +343,7 @@ class LiveServer:
                 queued_run=seeded["queued_run"],
                 webhook_id=seeded["webhook_id"],
                 webhook_secret=seeded["webhook_secret"],
+                credential_id=credential.credential_id,
                 secrets=secrets,
             )
             self._ready.set()

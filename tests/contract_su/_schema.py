@@ -23,9 +23,10 @@ from tests.contract_su._live import API_KEY
 EXAMPLES = int(os.environ.get("SYNTHETIC_USERS_FUZZ_EXAMPLES", "10"))
 SEED = int(os.environ.get("SYNTHETIC_USERS_FUZZ_SEED", "20261201"))
 MIN_CASES = int(os.environ.get("SYNTHETIC_USERS_FUZZ_MIN_CASES", "0"))
-# A stateful scenario costs several requests; a fifth of the per-operation budget keeps the CI
+# A stateful scenario costs several requests; a fifth of the per-operation budget (at least 100,
+# so every declared link is followed since runs can be created too) keeps the CI
 # run short while a long run still walks thousands of link chains.
-STATEFUL_EXAMPLES = max(40, EXAMPLES // 5)
+STATEFUL_EXAMPLES = max(100, EXAMPLES // 5)
 STATEFUL_MAX_STEPS = 8
 
 BUILT_IN_CHECKS = (
@@ -50,22 +51,45 @@ STATE_STATUSES = {"createRun": ["409"]}
 # `GetRunAgain` link from its 202 says, and cancelling again answers 200. use_after_free reads
 # both as uses of a deleted resource; it stays on for personas and webhooks, whose DELETE deletes.
 CANCEL_KEEPS = ("getRun", "cancelRun")
+# A run's reports and a session's files exist once that work ended: right after `POST /runs`
+# they are the documented `404 artifact_not_found` ("written when the run ends"), which
+# ensure_resource_availability reads as a created resource that cannot be found.
+WRITTEN_LATER = (
+    "getRunReportJson",
+    "getRunReportMarkdown",
+    "getRunReportHtml",
+    "getSessionTranscript",
+    "getSessionReportJson",
+    "getSessionReportMarkdown",
+    "getSessionReportHtml",
+    "getSessionScreenshot",
+)
 
 
 def contract_config() -> SchemathesisConfig:
     """Every applicable built-in check, the customer key, a fixed seed and the example budget."""
-    operations = [
-        {
-            "include-operation-id": operation_id,
-            "checks": {
-                "positive_data_acceptance": {"expected-statuses": POSITIVE_ACCEPTED + statuses}
-            },
-        }
-        for operation_id, statuses in STATE_STATUSES.items()
-    ] + [
-        {"include-operation-id": operation_id, "checks": {"use_after_free": {"enabled": False}}}
-        for operation_id in CANCEL_KEEPS
-    ]
+    operations = (
+        [
+            {
+                "include-operation-id": operation_id,
+                "checks": {
+                    "positive_data_acceptance": {"expected-statuses": POSITIVE_ACCEPTED + statuses}
+                },
+            }
+            for operation_id, statuses in STATE_STATUSES.items()
+        ]
+        + [
+            {"include-operation-id": operation_id, "checks": {"use_after_free": {"enabled": False}}}
+            for operation_id in CANCEL_KEEPS
+        ]
+        + [
+            {
+                "include-operation-id": operation_id,
+                "checks": {"ensure_resource_availability": {"enabled": False}},
+            }
+            for operation_id in WRITTEN_LATER
+        ]
+    )
     config: dict[str, Any] = {
         "seed": SEED,
         "base-url": "http://127.0.0.1:8788",

@@ -81,6 +81,12 @@ def _declared_links() -> set[tuple[str, str, str]]:
     return found
 
 
+# Links of the run chain, which Schemathesis reaches only from a random root (a cancel of a run
+# an earlier response named) and then may not follow within the budget: test_scenarios.py
+# follows it on every run (cancel 202, read the run, cancel again 200).
+PROVED_BY_SCENARIOS = {("cancelRun", "202", "GetRun")}
+
+
 def test_workflows_follow_the_links(live_su: LiveService) -> None:
     SOURCE["name"] = "stateful"
     Workflow.live = live_su
@@ -98,7 +104,9 @@ def test_workflows_follow_the_links(live_su: LiveService) -> None:
     missing = sorted(
         (source, status, link)
         for source, status, link in _declared_links()
-        if (source, int(status)) in SEEN and (source, link) not in followed
+        if (source, int(status)) in SEEN
+        and (source, link) not in followed
+        and (source, status, link) not in PROVED_BY_SCENARIOS
     )
     assert not missing, f"links never followed to a non-problem answer: {missing}"
     # And the chains the contract is about: create, read, delete. Schemathesis 4.32 makes no

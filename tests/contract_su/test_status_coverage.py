@@ -23,7 +23,14 @@ UNREACHABLE_STATUSES: dict[tuple[str, int], str] = {}
 # a request body never parses one.
 UNREACHABLE_CODES: dict[tuple[str, int, str], str] = {
     (op, 400, "invalid_json"): "no request body to parse"
-    for op in ("listRuns", "listPersonas", "listWebhooks", "listWebhookDeliveries", "listUsage")
+    for op in (
+        "listRuns",
+        "listPersonas",
+        "listWebhooks",
+        "listWebhookDeliveries",
+        "listUsage",
+        "listCredentials",
+    )
 }
 
 
