@@ -3,7 +3,8 @@
 Understudy, the demo shop and Synthetic Users run as processes (`study/_stack.py`); the
 heuristic persona shops in its own fleet browser while this test's browser watches through the
 dashboard: sign in, start a run (after a validation error), watch it progress, read the
-aggregate report and one timeline, save a persona, add a webhook endpoint (after the API's
+aggregate report and one timeline, save a persona, store a credential (its password never comes
+back), add a webhook endpoint (after the API's
 error beside its URL; its secret is shown once), open its delivery log, and read the usage.
 A forged cross-site form and a signed-out visit are refused. Every page passes axe-core (WCAG
 2.1 AA rules) at 1280 and 390 px wide, the skip link works from the keyboard, and a screenshot
@@ -36,6 +37,8 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = "/usr/lib/chromium/chromium"
+CREDENTIAL_PASSWORD = "correct-horse-battery-9"  # noqa: S105 - typed into the form, checked absent
+
 AXE = ROOT / "synthetic-users" / "a11y" / "node_modules" / "axe-core" / "axe.min.js"
 WIDTHS: dict[str, ViewportSize] = {
     "wide": {"width": 1280, "height": 900},
@@ -237,8 +240,18 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     expect(page.get_by_role("heading", name="Sam Okafor")).to_be_visible()
     check_page(page, shots, "personas", problems)
 
-    # Webhooks: the API's error beside the URL, then an endpoint, its secret shown once.
+    # Credentials: one stored; its password never comes back to the browser.
     nav = page.get_by_role("navigation", name="Main")
+    nav.get_by_role("link", name="Credentials").click()
+    page.get_by_role("textbox", name="Name (required)", exact=True).fill("Test shopper")
+    page.get_by_role("textbox", name="User name (required)").fill("rosa@example.test")
+    page.get_by_label("Password").fill(CREDENTIAL_PASSWORD)
+    page.get_by_role("button", name="Store credential").click()
+    expect(page.locator("main")).to_contain_text("Test shopper")
+    assert CREDENTIAL_PASSWORD not in page.content()
+    check_page(page, shots, "credentials", problems)
+
+    # Webhooks: the API's error beside the URL, then an endpoint, its secret shown once.
     nav.get_by_role("link", name="Webhooks").click()
     page.get_by_label("Endpoint URL").fill("http://hooks.example.com/su")
     page.get_by_role("button", name="Add endpoint").click()
@@ -296,4 +309,4 @@ def test_a_person_signs_in_starts_a_run_watches_it_and_reads_the_reports(
     assert not problems, json.dumps(problems, indent=2)
     assert not [e for e in errors if "Content Security Policy" in e], errors
     written = sorted(p.name for p in shots.glob("*.png"))
-    assert len(written) == 2 * 12, written  # twelve pages, two widths
+    assert len(written) == 2 * 13, written  # thirteen pages, two widths
