@@ -4,8 +4,8 @@ Understudy, the demo shop and Synthetic Users run as processes (`study/_stack.py
 heuristic persona shops in its own fleet browser while this test's browser watches through the
 dashboard: sign in, start a run (after a validation error), watch it progress, read the
 aggregate report and one timeline, save a persona, store a credential (its password never comes
-back), add a webhook endpoint (after the API's
-error beside its URL; its secret is shown once), open its delivery log, and read the usage.
+back), add a webhook endpoint (after the API's error beside its URL; its secret is shown once),
+open its delivery log, and read the usage.
 A forged cross-site form and a signed-out visit are refused. Every page passes axe-core (WCAG
 2.1 AA rules) at 1280 and 390 px wide, the skip link works from the keyboard, and a screenshot
 of each page at both widths is written to `$DASHBOARD_SCREENSHOTS_DIR` (default: a folder
