@@ -456,3 +456,24 @@ def _kill_leftovers(browsers: Mapping[str, object], profiles: Path) -> None:
         log.warning("killing browser %s (pid %d) left by a previous run", device_id, pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+        _wait_gone(pid)
+
+
+LEFTOVER_EXIT_S = 5.0  # how long a killed leftover browser may take to exit
+
+
+def _wait_gone(pid: int) -> None:
+    """Until `pid` has exited (or is a zombie): a relaunch on its profile needs it gone.
+
+    SIGKILL is delivered asynchronously; measured under load, the process was still there right
+    after `killpg` returned.
+    """
+    deadline = time.monotonic() + LEFTOVER_EXIT_S
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return  # gone
+        if state in ("Z", "X"):
+            return  # exited; only its parent's wait is left
+        time.sleep(0.01)
