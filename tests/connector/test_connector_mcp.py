@@ -11,7 +11,12 @@ import pytest
 from mcp import Client, types
 
 from understudy_connector import UsageError, WriteRequest
-from understudy_connector._mcp_tools import ADVICE, catalog_tools, command_models
+from understudy_connector._mcp_tools import (
+    ADVICE,
+    catalog_tools,
+    command_models,
+    description_argument,
+)
 from understudy_connector.generated import models
 from understudy_connector.generated.catalog import COMMAND_KINDS, READ_COMMANDS
 from understudy_connector.mcp_server import McpSettings, build_server
@@ -46,6 +51,8 @@ def settings(**changes: Any) -> McpSettings:
         "allowed_origins": ("https://example.com",),
         "profile_state_key": "crm-bot-profile",
         "approve": "all",
+        # Most tests here are about one exchange each; the snapshot after a write has its own.
+        "snapshot_after_write": False,
     }
     return McpSettings(**(values | changes))
 
@@ -80,8 +87,8 @@ async def test_the_session_lives_as_long_as_the_server(clock: FakeClock) -> None
 
 async def test_every_catalog_command_is_a_tool_with_its_kind_annotated(clock: FakeClock) -> None:
     listed, _, _ = await run(clock, [session(201), tombstone()], [])
-    tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == set(COMMAND_KINDS)
+    tools = {tool.name.removeprefix("browser_"): tool for tool in listed.tools}
+    assert {tool.name for tool in listed.tools} == {f"browser_{name}" for name in COMMAND_KINDS}
     for name, tool in tools.items():
         assert tool.annotations is not None
         read = name in READ_COMMANDS
@@ -91,27 +98,68 @@ async def test_every_catalog_command_is_a_tool_with_its_kind_annotated(clock: Fa
         assert tool.description
 
 
-@pytest.mark.parametrize("name", sorted(COMMAND_KINDS))
-def test_each_input_schema_is_the_catalog_schema(name: str) -> None:
-    tool = next(tool for tool in catalog_tools() if tool.name == name).tool
-    schema = tool.input_schema
-    spec = next(
+def spec_of(name: str) -> dict[str, Any]:
+    return next(
         definition
         for definition in CATALOG.values()
         if definition.get("properties", {}).get("name", {}).get("const") == name
     )
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMAND_KINDS) - {"wait_for"}))
+def test_each_input_schema_is_the_catalog_schema(name: str) -> None:
+    tool = next(tool for tool in catalog_tools() if tool.command == name).tool
+    schema = tool.input_schema
+    spec = spec_of(name)
     wanted = set(spec["properties"]) - {"name"}
-    assert set(schema["properties"]) - {"dryRun"} == wanted
+    refs = {key for key, value in spec["properties"].items() if value == {"$ref": "#/$defs/Ref"}}
+    described = {description_argument(ref) for ref in refs}
+    assert set(schema["properties"]) - {"dryRun"} == wanted | described
     assert set(schema.get("required", [])) == set(spec["required"]) - {"name"}
     assert schema["additionalProperties"] is False
     validator = jsonschema.Draft202012Validator(schema)
     for example in spec["examples"]:
         arguments = {key: value for key, value in example.items() if key != "name"}
         validator.validate(arguments)
+        validator.validate(arguments | dict.fromkeys(described, "the Sign in button"))
         for optional in wanted - set(spec["required"]):
             assert not validator.is_valid(arguments | {optional: None}), f"{name}.{optional}: null"
         if "ref" in wanted:
             assert not validator.is_valid(arguments | {"ref": "button-3"}), "the ref pattern"
+
+
+def null_defaults(node: Any, path: str = "") -> list[str]:
+    """Where a schema declares `"default": null` (or a `null` type) anywhere inside it."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        if "default" in node and node["default"] is None:
+            found.append(f"{path}.default")
+        if node.get("type") == "null" or "null" in (node.get("type") or []):
+            found.append(f"{path}.type")
+        for key, value in node.items():
+            found += null_defaults(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += null_defaults(value, f"{path}[{index}]")
+    return found
+
+
+async def test_no_tool_schema_declares_a_null_default(clock: FakeClock) -> None:
+    listed, _, _ = await run(clock, [session(201), tombstone()], [])
+    assert len(listed.tools) == len(COMMAND_KINDS)
+    for tool in listed.tools:
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        assert null_defaults(tool.input_schema) == [], tool.name
+        for key, value in tool.input_schema["properties"].items():
+            if "default" in value:
+                # A default the agent sees must itself be a valid value of the property.
+                assert jsonschema.Draft202012Validator(value).is_valid(value["default"]), key
+
+
+def test_the_null_check_sees_a_null_default() -> None:
+    assert null_defaults({"properties": {"a": {"type": "string", "default": None}}}) == [
+        ".properties.a.default"
+    ]
 
 
 def test_the_tool_models_are_the_catalog() -> None:
@@ -122,7 +170,7 @@ async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> No
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("snapshot"), tombstone()],
-        [("snapshot", {"interactiveOnly": True})],
+        [("browser_snapshot", {"interactiveOnly": True})],
     )
     assert not result.is_error
     assert "- textbox 'Username' [ref=g2e5]" in text(result)
@@ -148,7 +196,10 @@ async def test_the_snapshot_tool_returns_the_compact_text_once(clock: FakeClock)
     _, (result, asked), backend = await run(
         clock,
         [session(201), outcome("snapshot", result=compact), outcome("snapshot"), tombstone()],
-        [("snapshot", {}), ("snapshot", {"format": "nodes", "changesSince": "g2s1"})],
+        [
+            ("browser_snapshot", {}),
+            ("browser_snapshot", {"format": "nodes", "changesSince": "g2s1"}),
+        ],
     )
     assert text(result) == COMPACT_TEXT
     assert result.structured_content is not None
@@ -169,7 +220,7 @@ async def test_the_snapshot_tool_falls_back_to_nodes_on_an_older_extension(
         clock,
         [session(201), outcome("snapshot", status="failed", error=older), outcome("snapshot"),
          tombstone()],
-        [("snapshot", {})],
+        [("browser_snapshot", {})],
     )  # fmt: skip
     assert not result.is_error
     assert "- textbox 'Username' [ref=g2e5]" in text(result)
@@ -181,7 +232,7 @@ async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("snapshot", status="failed", error=older), tombstone()],
-        [("snapshot", {"format": "compact"})],
+        [("browser_snapshot", {"format": "compact"})],
     )
     assert result.is_error
     assert "invalid_arguments" in text(result)
@@ -189,7 +240,7 @@ async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None
 
 
 def test_the_snapshot_tool_says_compact_is_its_default() -> None:
-    (tool,) = [t for t in catalog_tools() if t.name == "snapshot"]
+    (tool,) = [t for t in catalog_tools() if t.name == "browser_snapshot"]
     schema = tool.tool.input_schema["properties"]
     assert schema["format"]["default"] == "compact"
     assert schema["format"]["enum"] == ["nodes", "compact", "both"]
@@ -198,7 +249,7 @@ def test_the_snapshot_tool_says_compact_is_its_default() -> None:
 
 async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:
     _, (result,), backend = await run(
-        clock, [session(201), outcome("click"), tombstone()], [("click", {"ref": "g2e7"})]
+        clock, [session(201), outcome("click"), tombstone()], [("browser_click", {"ref": "g2e7"})]
     )
     assert not result.is_error, text(result)
     assert "click done" in text(result)
@@ -209,7 +260,7 @@ async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:
 
 async def test_writes_are_refused_under_the_default_policy(clock: FakeClock) -> None:
     _, (result,), backend = await run(
-        clock, [session(201), tombstone()], [("click", {"ref": "g2e7"})], approve="none"
+        clock, [session(201), tombstone()], [("browser_click", {"ref": "g2e7"})], approve="none"
     )
     assert result.is_error
     assert "refused" in text(result)
@@ -222,7 +273,7 @@ async def test_a_dry_run_needs_no_approval(clock: FakeClock) -> None:
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("click", result=preview), tombstone()],
-        [("click", {"ref": "g2e7", "dryRun": True})],
+        [("browser_click", {"ref": "g2e7", "dryRun": True})],
         approve="none",
     )
     assert not result.is_error, text(result)
@@ -243,7 +294,7 @@ async def test_a_dry_run_says_where_a_click_would_navigate(clock: FakeClock) -> 
     _, (result,), _ = await run(
         clock,
         [session(201), outcome("click", result=preview), tombstone()],
-        [("click", {"ref": "g2e7", "dryRun": True})],
+        [("browser_click", {"ref": "g2e7", "dryRun": True})],
         approve="none",
     )
     assert not result.is_error, text(result)
@@ -258,10 +309,10 @@ async def test_reads_only_hides_and_refuses_write_tools(clock: FakeClock) -> Non
     listed, (result,), backend = await run(
         clock,
         [session(201), tombstone()],
-        [("navigate", {"url": "https://example.com"})],
+        [("browser_navigate", {"url": "https://example.com"})],
         approve="reads-only",
     )
-    assert {tool.name for tool in listed.tools} == set(READ_COMMANDS)
+    assert {tool.name for tool in listed.tools} == {f"browser_{name}" for name in READ_COMMANDS}
     assert result.is_error
     assert "writes are disabled" in text(result)
     assert backend.calls == [CREATE, DELETE]
@@ -277,7 +328,7 @@ async def test_writes_go_through_a_custom_approval_hook(clock: FakeClock) -> Non
     _, (filled, clicked), backend = await run(
         clock,
         [session(201), outcome("fill"), tombstone()],
-        [("fill", {"ref": "g2e5", "value": "jane"}), ("click", {"ref": "g2e7"})],
+        [("browser_fill", {"ref": "g2e5", "value": "jane"}), ("browser_click", {"ref": "g2e7"})],
         approve_hook=approve,
     )
     assert not filled.is_error
@@ -291,7 +342,7 @@ async def test_an_unknown_outcome_is_reported_as_such_and_never_retried(clock: F
     _, (result,), backend = await run(
         clock,
         [session(201), problem(409, "command_outcome_unknown"), tombstone()],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
     assert "Outcome UNKNOWN" in text(result)
@@ -304,10 +355,12 @@ async def test_blocked_writes_say_that_reads_still_work(clock: FakeClock) -> Non
     _, (result,), backend = await run(
         clock,
         [session(201), problem(409, "writes_blocked"), tombstone()],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
-    assert text(result).startswith("click was not sent: writes in this browser session are blocked")
+    assert text(result).startswith(
+        "browser_click was not sent: writes in this browser session are blocked"
+    )
     assert "Read tools still work" in text(result)
     assert backend.calls == [CREATE, SUBMIT, DELETE], "refused once, never retried"
 
@@ -320,18 +373,22 @@ async def test_a_failed_command_says_what_to_do_next(clock: FakeClock) -> None:
             outcome("click", status="failed", error=("stale_ref", "old ref")),
             tombstone(),
         ],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
     assert "click failed (stale_ref)" in text(result)
-    assert "call snapshot and use a ref from it" in text(result)
+    assert "call browser_snapshot and use a ref from it" in text(result)
 
 
 async def test_invalid_arguments_are_refused_before_sending(clock: FakeClock) -> None:
     _, results, backend = await run(
         clock,
         [session(201), tombstone()],
-        [("click", {"ref": "button-3"}), ("click", {}), ("click", {"ref": "g2e7", "dryRun": "y"})],
+        [
+            ("browser_click", {"ref": "button-3"}),
+            ("browser_click", {}),
+            ("browser_click", {"ref": "g2e7", "dryRun": "y"}),
+        ],
     )
     assert all(result.is_error for result in results)
     assert all("call again" in text(result) for result in results)
@@ -341,7 +398,7 @@ async def test_invalid_arguments_are_refused_before_sending(clock: FakeClock) ->
 
 async def test_a_screenshot_is_returned_as_an_image(clock: FakeClock) -> None:
     _, (result,), _ = await run(
-        clock, [session(201), outcome("screenshot"), tombstone()], [("screenshot", {})]
+        clock, [session(201), outcome("screenshot"), tombstone()], [("browser_screenshot", {})]
     )
     (image,) = [block for block in result.content if isinstance(block, types.ImageContent)]
     assert image.mime_type == "image/png"

@@ -132,7 +132,9 @@ def unreachable(
     command_id: UUID | None = None,
 ) -> BackendUnreachable:
     """The error for a request that failed on the network on every attempt."""
-    message = f"{operation}: {ctx.base_url} could not be reached ({type(error).__name__})"
+    # httpx's own text names the cause ("[Errno 111] Connection refused"); a reader needs it.
+    cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    message = f"{operation}: {ctx.base_url} could not be reached ({cause})"
     return BackendUnreachable(message + advice, command_id=command_id)
 
 
