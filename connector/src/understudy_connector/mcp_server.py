@@ -410,8 +410,13 @@ def _start_failure(error: UnderstudyError, settings: McpSettings) -> str:
         )
     if isinstance(error, BackendUnreachable):
         return (
-            f"{start}: the Understudy service could not be reached ({error}). Check that it is "
-            "running and that UNDERSTUDY_URL is right; the next tool call tries again."
+            f"{start}: {error}. Check that the Understudy service is running and that "
+            "UNDERSTUDY_URL is right; the next tool call tries again."
+        )
+    if isinstance(error, UsageError):
+        return (
+            f"{start}: {error}. The operator must fix the server's settings (understudy-mcp "
+            "--help lists them) and restart it."
         )
     if isinstance(error, ProblemError):
         return f"{start}: the service refused it ({error}). The next tool call tries again."
