@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import jsonschema
 import pytest
 from mcp import Client, types
+from pydantic import Field
 
-from understudy_connector import UsageError, WriteRequest
+from understudy_connector import UsageError, WriteRequest, _mcp_wait
 from understudy_connector._mcp_tools import (
     ADVICE,
     catalog_tools,
     command_models,
     description_argument,
+    input_schema,
+    parse_arguments,
 )
 from understudy_connector.generated import models
+from understudy_connector.generated._wire import WireModel
 from understudy_connector.generated.catalog import COMMAND_KINDS, READ_COMMANDS
 from understudy_connector.mcp_server import McpSettings, build_server
 
@@ -462,3 +466,93 @@ def test_the_console_script_explains_missing_settings(
         main([])
     assert caught.value.code == 2
     assert "UNDERSTUDY_URL" in capsys.readouterr().err
+
+
+def test_the_tool_prefix_and_the_snapshot_after_writes_are_settings() -> None:
+    env = {"UNDERSTUDY_URL": "http://127.0.0.1:8787", "UNDERSTUDY_API_KEY": "usk_x"}
+    default = McpSettings.load([], env)
+    assert (default.tool_prefix, default.snapshot_after_write) == ("browser_", True)
+    chosen = env | {"UNDERSTUDY_MCP_TOOL_PREFIX": "", "UNDERSTUDY_MCP_SNAPSHOT_AFTER_WRITE": "off"}
+    loaded = McpSettings.load([], chosen)
+    assert (loaded.tool_prefix, loaded.snapshot_after_write) == ("", False)
+    overridden = McpSettings.load(["--tool-prefix", "web.", "--snapshot-after-write"], chosen)
+    assert (overridden.tool_prefix, overridden.snapshot_after_write) == ("web.", True)
+    assert not McpSettings.load(["--no-snapshot-after-write"], env).snapshot_after_write
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"UNDERSTUDY_MCP_TOOL_PREFIX": "browser tools "},
+        {"UNDERSTUDY_MCP_TOOL_PREFIX": "x" * 41},
+        {"UNDERSTUDY_MCP_SNAPSHOT_AFTER_WRITE": "sometimes"},
+    ],
+)
+def test_a_bad_prefix_or_switch_is_refused_with_a_message(env: dict[str, str]) -> None:
+    base = {"UNDERSTUDY_URL": "http://x", "UNDERSTUDY_API_KEY": "k"}
+    with pytest.raises(UsageError, match="UNDERSTUDY_MCP_"):
+        McpSettings.load([], base | env)
+
+
+def test_every_wait_condition_kind_has_a_flat_argument() -> None:
+    kinds = {
+        kind
+        for branch in CATALOG["WaitCondition"]["oneOf"]
+        for kind in branch["properties"]["kind"].get(
+            "enum", [branch["properties"]["kind"].get("const")]
+        )
+    }
+    assert kinds == {kind for kind, _ in _mcp_wait.FLAT.values()}
+    (tool,) = [t for t in catalog_tools() if t.command == "wait_for"]
+    assert "condition" not in tool.tool.input_schema["properties"]
+    assert "required" not in tool.tool.input_schema, "which argument is needed depends on the kind"
+
+
+@pytest.mark.parametrize("example", spec_of("wait_for")["examples"])
+def test_each_wait_for_example_has_a_flat_form(example: dict[str, Any]) -> None:
+    (tool,) = [t for t in catalog_tools() if t.command == "wait_for"]
+    condition = example["condition"]
+    flat_name = next(
+        name for name, (kind, _) in _mcp_wait.FLAT.items() if kind == condition["kind"]
+    )
+    _, field = _mcp_wait.FLAT[flat_name]
+    arguments: dict[str, Any] = {flat_name: condition[field], "timeoutMs": example["timeoutMs"]}
+    if "state" in condition:
+        arguments["state"] = condition["state"]
+    jsonschema.Draft202012Validator(tool.tool.input_schema).validate(arguments)
+    call = parse_arguments(tool, arguments)
+    assert call.command is not None
+    assert call.command.to_wire() == example
+
+
+def test_a_new_command_with_two_refs_gets_a_description_beside_each() -> None:
+    class DragCommand(WireModel):
+        """Drag one element onto another."""
+
+        name: Literal["drag"]
+        ref: models.Ref
+        target_ref: Annotated[models.Ref, Field(alias="targetRef")]
+        steps: int | None = None
+
+    schema, described = input_schema(DragCommand, "write")
+    assert described == {"element": "ref", "targetElement": "targetRef"}
+    assert list(schema["properties"]) == [
+        "element", "ref", "targetElement", "targetRef", "steps", "dryRun"
+    ]  # fmt: skip
+    assert schema["required"] == ["ref", "targetRef"]
+    assert null_defaults(schema) == []
+
+
+async def test_a_session_that_could_not_be_created_is_tried_again_on_the_next_call(
+    clock: FakeClock,
+) -> None:
+    refused = problem(401, "unauthorized", with_command_id=False)
+    _, (first, second), backend = await run(
+        clock,
+        [refused, refused, session(201), outcome("snapshot"), tombstone()],
+        [("browser_snapshot", {}), ("browser_snapshot", {})],
+    )
+    assert first.is_error
+    assert "refused the API key (401 unauthorized: scripted unauthorized)" in text(first)
+    assert not second.is_error, text(second)
+    assert backend.calls == [CREATE, CREATE, CREATE, SUBMIT, DELETE]
