@@ -105,6 +105,16 @@ ADVICE: Final[dict[str, str]] = {
 """What to do next after each command error code; `{snapshot}` and `{get_tabs}` are tool names."""
 
 
+HINTS: Final[dict[str, str]] = {
+    "snapshot": (
+        "Start here: the compact text (the default) lists one element per line with its ref in "
+        "brackets; better than a screenshot for finding what to act on."
+    ),
+    "screenshot": "Refs cannot be read from an image: use {snapshot} to find what to act on.",
+}
+"""A sentence for an agent after the catalog's own summary of a few commands."""
+
+
 @dataclass(frozen=True)
 class CatalogTool:
     """One catalog command exposed as an MCP tool.
@@ -409,6 +419,9 @@ def _tool(
             "(url), an element reaches a state (ref and state), or only for a number of seconds "
             "(time). Pass exactly one of them."
         )
+    hint = HINTS.get(command)
+    if hint is not None:
+        summary = f"{summary} {hint.format(snapshot=names.snapshot)}"
     if kind == "read":
         note = "Read: no side effect; safe to repeat."
     else:
