@@ -259,8 +259,9 @@ def build_server(
 ) -> Server[_Bound]:
     """An MCP server exposing the catalog, bound to one session for its lifetime.
 
-    The session is created when the server starts. When that fails, the server still starts and
-    lists its tools; every call reports why, as a tool error, and tries to create it again.
+    The session is created when the server starts, while the agent initializes. When that fails,
+    the server still serves and lists its tools; every call reports why, as a tool error, and
+    tries to create it again.
 
     Args:
         settings: Where and how to create the session.
@@ -303,10 +304,19 @@ def build_server(
                 return await stack.enter_async_context(session)
 
             bound = _Bound(visible, policy, names, settings, sleep or anyio.sleep, open_session)
-            if await bound.start() is None:
-                # stdout is the MCP channel; the operator reads stderr.
-                print(f"understudy-mcp: {bound.start_failure}", file=sys.stderr, flush=True)
-            yield bound
+
+            async def start() -> None:
+                if await bound.start() is None:
+                    # stdout is the MCP channel; the operator reads stderr.
+                    print(f"understudy-mcp: {bound.start_failure}", file=sys.stderr, flush=True)
+
+            # The session is created while the agent initializes and lists the tools: waiting
+            # for a device can take most of a minute, longer than a client waits for an answer
+            # to `initialize`. A call that comes first waits for it. At shutdown the creation is
+            # awaited, not cancelled, so a session created meanwhile is deleted, not left behind.
+            async with anyio.create_task_group() as starting:
+                starting.start_soon(start)
+                yield bound
 
     async def list_tools(
         ctx: ServerRequestContext[_Bound], params: types.PaginatedRequestParams | None

@@ -22,7 +22,7 @@ from understudy.generated import models as wire
 from understudy_connector.generated.catalog import COMMAND_KINDS
 from understudy_connector.mcp_server import McpSettings, build_server
 
-from .conftest import session_frames
+from .conftest import Pace, session_frames
 
 if TYPE_CHECKING:
     from understudy.simdevice import SimulatedDevice
@@ -301,3 +301,24 @@ async def test_the_console_script_starts_without_a_service(live: Live) -> None:
     assert result.is_error
     assert f"could not be created at {url}" in text(result)
     assert "Connection refused" in text(result)
+
+
+async def test_the_tools_are_listed_while_the_session_waits_for_a_device(live: Live) -> None:
+    device = await live.device(connect=False)
+    # Slower than the default pace: each wait for a device is a request the backend's rate
+    # backstop counts on a clock this test does not move.
+    server = build_server(settings(live), transport=live.http, sleep=Pace(real=0.25))
+
+    async def agent() -> types.CallToolResult:
+        async with McpClient(server) as client:
+            listed = await client.list_tools()
+            assert len(listed.tools) == len(COMMAND_KINDS)
+            assert [e.status for e in live.http.creations()] in ([], [503]), "still waiting"
+            await device.connect()
+            return await client.call_tool("browser_snapshot", {})
+
+    page = await asyncio.wait_for(agent(), WITHIN)
+    assert not page.is_error, text(page)
+    statuses = [e.status for e in live.http.creations()]
+    assert statuses[-1] == 201
+    assert set(statuses[:-1]) <= {503}, statuses
