@@ -57,8 +57,8 @@ ELEMENT_SCHEMA: Final[dict[str, Any]] = {
     "minLength": 1,
     "maxLength": 500,
     "description": (
-        "Human-readable description of the element the ref names (like 'Sign in button'), shown "
-        "to whoever approves the action and in the audit log. Never sent to the browser."
+        "What the ref's element is, in a few words (like 'Sign in button'): shown for approval "
+        "and in the audit, never sent to the browser."
     ),
 }
 REF_DESCRIPTION: Final = "The element's ref from the latest snapshot, like g2e14."
@@ -425,15 +425,11 @@ def _tool(
     if kind == "read":
         note = "Read: no side effect; safe to repeat."
     else:
-        after = (
-            " The result ends with a fresh compact snapshot of the page."
-            if snapshot_after_write
-            else ""
-        )
+        after = " Answers with a fresh snapshot of the page." if snapshot_after_write else ""
         note = (
-            "Write: runs at most once, after approval; dryRun shows what it would do without "
-            "acting. If the outcome is unknown it is reported as such and never retried: check "
-            f"the page with {names.snapshot} instead of repeating it.{after}"
+            "Write: approved first, runs at most once; dryRun previews it. An unknown outcome is "
+            f"reported, never retried: check with {names.snapshot} instead of repeating it."
+            f"{after}"
         )
     title = command.replace("_", " ").capitalize()
     return types.Tool(

@@ -149,6 +149,9 @@ async def test_a_write_that_ran_is_answered_with_a_fresh_compact_snapshot(live: 
     device = await live.device()
     server = build_server(settings(live), transport=live.http, sleep=live.pace)
     async with McpClient(server) as agent:
+        listed = await agent.list_tools()
+        (click,) = [tool for tool in listed.tools if tool.name == "browser_click"]
+        assert "Answers with a fresh snapshot of the page." in (click.description or "")
         clicked = await agent.call_tool("browser_click", {"ref": "g1e1"})
         assert not clicked.is_error, text(clicked)
         first, page = [
@@ -182,7 +185,7 @@ async def test_the_snapshot_after_a_write_can_be_turned_off(live: Live) -> None:
     assert "The page now" not in text(clicked)
     assert reads(device) == []
     (click,) = [tool for tool in listed.tools if tool.name == "browser_click"]
-    assert "snapshot of the page" not in (click.description or "")
+    assert "fresh snapshot" not in (click.description or "")
 
 
 @pytest.mark.parametrize(
