@@ -111,7 +111,11 @@ def test_scripted_login_fills_the_form_with_the_vaulted_secret(
 
 async def test_mcp_agent_runs_in_process(clock: FakeClock) -> None:
     example = load("mcp_agent")
-    backend = ScriptedBackend([session(201), outcome("navigate"), outcome("snapshot"), tombstone()])
+    backend = ScriptedBackend(
+        # The navigate is answered with the page (a snapshot after the write), then the agent
+        # asks for a snapshot of its own.
+        [session(201), outcome("navigate"), outcome("snapshot"), outcome("snapshot"), tombstone()]
+    )
     settings = McpSettings(
         url=BASE_URL,
         api_key=API_KEY,
@@ -123,13 +127,17 @@ async def test_mcp_agent_runs_in_process(clock: FakeClock) -> None:
     async with McpClient(server) as client:
         text = await example.run_agent(client, start_url="https://example.com/login")
     assert "[ref=g2e7]" in text
-    assert backend.calls == [CREATE, SUBMIT, SUBMIT, DELETE]
+    assert backend.calls == [CREATE, SUBMIT, SUBMIT, SUBMIT, DELETE]
 
 
 @pytest.mark.slow
 async def test_mcp_agent_runs_understudy_mcp_over_stdio() -> None:
     example = load("mcp_agent")
-    backend = ScriptedBackend([session(201), outcome("navigate"), outcome("snapshot"), tombstone()])
+    backend = ScriptedBackend(
+        # The navigate is answered with the page (a snapshot after the write), then the agent
+        # asks for a snapshot of its own.
+        [session(201), outcome("navigate"), outcome("snapshot"), outcome("snapshot"), tombstone()]
+    )
     with served(backend) as url:
         environ = {
             "UNDERSTUDY_URL": url,
@@ -140,6 +148,6 @@ async def test_mcp_agent_runs_understudy_mcp_over_stdio() -> None:
         }
         text = await example.run_over_stdio(environ, "https://example.com/login")
     assert "[ref=g2e7]" in text
-    assert backend.calls == [CREATE, SUBMIT, SUBMIT, DELETE]
+    assert backend.calls == [CREATE, SUBMIT, SUBMIT, SUBMIT, DELETE]
     assert backend.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
     assert example.server_parameters(environ).command == sys.executable

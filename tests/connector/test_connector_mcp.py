@@ -4,15 +4,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import jsonschema
 import pytest
 from mcp import Client, types
+from pydantic import Field
 
-from understudy_connector import UsageError, WriteRequest
-from understudy_connector._mcp_tools import ADVICE, catalog_tools, command_models
+from understudy_connector import UsageError, WriteRequest, _mcp_wait
+from understudy_connector._mcp_tools import (
+    ADVICE,
+    catalog_tools,
+    command_models,
+    description_argument,
+    input_schema,
+    parse_arguments,
+)
 from understudy_connector.generated import models
+from understudy_connector.generated._wire import WireModel
 from understudy_connector.generated.catalog import COMMAND_KINDS, READ_COMMANDS
 from understudy_connector.mcp_server import McpSettings, build_server
 
@@ -46,6 +55,8 @@ def settings(**changes: Any) -> McpSettings:
         "allowed_origins": ("https://example.com",),
         "profile_state_key": "crm-bot-profile",
         "approve": "all",
+        # Most tests here are about one exchange each; the snapshot after a write has its own.
+        "snapshot_after_write": False,
     }
     return McpSettings(**(values | changes))
 
@@ -80,8 +91,8 @@ async def test_the_session_lives_as_long_as_the_server(clock: FakeClock) -> None
 
 async def test_every_catalog_command_is_a_tool_with_its_kind_annotated(clock: FakeClock) -> None:
     listed, _, _ = await run(clock, [session(201), tombstone()], [])
-    tools = {tool.name: tool for tool in listed.tools}
-    assert set(tools) == set(COMMAND_KINDS)
+    tools = {tool.name.removeprefix("browser_"): tool for tool in listed.tools}
+    assert {tool.name for tool in listed.tools} == {f"browser_{name}" for name in COMMAND_KINDS}
     for name, tool in tools.items():
         assert tool.annotations is not None
         read = name in READ_COMMANDS
@@ -91,27 +102,68 @@ async def test_every_catalog_command_is_a_tool_with_its_kind_annotated(clock: Fa
         assert tool.description
 
 
-@pytest.mark.parametrize("name", sorted(COMMAND_KINDS))
-def test_each_input_schema_is_the_catalog_schema(name: str) -> None:
-    tool = next(tool for tool in catalog_tools() if tool.name == name).tool
-    schema = tool.input_schema
-    spec = next(
+def spec_of(name: str) -> dict[str, Any]:
+    return next(
         definition
         for definition in CATALOG.values()
         if definition.get("properties", {}).get("name", {}).get("const") == name
     )
+
+
+@pytest.mark.parametrize("name", sorted(set(COMMAND_KINDS) - {"wait_for"}))
+def test_each_input_schema_is_the_catalog_schema(name: str) -> None:
+    tool = next(tool for tool in catalog_tools() if tool.command == name).tool
+    schema = tool.input_schema
+    spec = spec_of(name)
     wanted = set(spec["properties"]) - {"name"}
-    assert set(schema["properties"]) - {"dryRun"} == wanted
+    refs = {key for key, value in spec["properties"].items() if value == {"$ref": "#/$defs/Ref"}}
+    described = {description_argument(ref) for ref in refs}
+    assert set(schema["properties"]) - {"dryRun"} == wanted | described
     assert set(schema.get("required", [])) == set(spec["required"]) - {"name"}
     assert schema["additionalProperties"] is False
     validator = jsonschema.Draft202012Validator(schema)
     for example in spec["examples"]:
         arguments = {key: value for key, value in example.items() if key != "name"}
         validator.validate(arguments)
+        validator.validate(arguments | dict.fromkeys(described, "the Sign in button"))
         for optional in wanted - set(spec["required"]):
             assert not validator.is_valid(arguments | {optional: None}), f"{name}.{optional}: null"
         if "ref" in wanted:
             assert not validator.is_valid(arguments | {"ref": "button-3"}), "the ref pattern"
+
+
+def null_defaults(node: Any, path: str = "") -> list[str]:
+    """Where a schema declares `"default": null` (or a `null` type) anywhere inside it."""
+    found: list[str] = []
+    if isinstance(node, dict):
+        if "default" in node and node["default"] is None:
+            found.append(f"{path}.default")
+        if node.get("type") == "null" or "null" in (node.get("type") or []):
+            found.append(f"{path}.type")
+        for key, value in node.items():
+            found += null_defaults(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            found += null_defaults(value, f"{path}[{index}]")
+    return found
+
+
+async def test_no_tool_schema_declares_a_null_default(clock: FakeClock) -> None:
+    listed, _, _ = await run(clock, [session(201), tombstone()], [])
+    assert len(listed.tools) == len(COMMAND_KINDS)
+    for tool in listed.tools:
+        jsonschema.Draft202012Validator.check_schema(tool.input_schema)
+        assert null_defaults(tool.input_schema) == [], tool.name
+        for key, value in tool.input_schema["properties"].items():
+            if "default" in value:
+                # A default the agent sees must itself be a valid value of the property.
+                assert jsonschema.Draft202012Validator(value).is_valid(value["default"]), key
+
+
+def test_the_null_check_sees_a_null_default() -> None:
+    assert null_defaults({"properties": {"a": {"type": "string", "default": None}}}) == [
+        ".properties.a.default"
+    ]
 
 
 def test_the_tool_models_are_the_catalog() -> None:
@@ -122,7 +174,7 @@ async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> No
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("snapshot"), tombstone()],
-        [("snapshot", {"interactiveOnly": True})],
+        [("browser_snapshot", {"interactiveOnly": True})],
     )
     assert not result.is_error
     assert "- textbox 'Username' [ref=g2e5]" in text(result)
@@ -148,7 +200,10 @@ async def test_the_snapshot_tool_returns_the_compact_text_once(clock: FakeClock)
     _, (result, asked), backend = await run(
         clock,
         [session(201), outcome("snapshot", result=compact), outcome("snapshot"), tombstone()],
-        [("snapshot", {}), ("snapshot", {"format": "nodes", "changesSince": "g2s1"})],
+        [
+            ("browser_snapshot", {}),
+            ("browser_snapshot", {"format": "nodes", "changesSince": "g2s1"}),
+        ],
     )
     assert text(result) == COMPACT_TEXT
     assert result.structured_content is not None
@@ -169,7 +224,7 @@ async def test_the_snapshot_tool_falls_back_to_nodes_on_an_older_extension(
         clock,
         [session(201), outcome("snapshot", status="failed", error=older), outcome("snapshot"),
          tombstone()],
-        [("snapshot", {})],
+        [("browser_snapshot", {})],
     )  # fmt: skip
     assert not result.is_error
     assert "- textbox 'Username' [ref=g2e5]" in text(result)
@@ -181,7 +236,7 @@ async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("snapshot", status="failed", error=older), tombstone()],
-        [("snapshot", {"format": "compact"})],
+        [("browser_snapshot", {"format": "compact"})],
     )
     assert result.is_error
     assert "invalid_arguments" in text(result)
@@ -189,7 +244,7 @@ async def test_a_format_the_agent_chose_is_not_dropped(clock: FakeClock) -> None
 
 
 def test_the_snapshot_tool_says_compact_is_its_default() -> None:
-    (tool,) = [t for t in catalog_tools() if t.name == "snapshot"]
+    (tool,) = [t for t in catalog_tools() if t.name == "browser_snapshot"]
     schema = tool.tool.input_schema["properties"]
     assert schema["format"]["default"] == "compact"
     assert schema["format"]["enum"] == ["nodes", "compact", "both"]
@@ -198,7 +253,7 @@ def test_the_snapshot_tool_says_compact_is_its_default() -> None:
 
 async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:
     _, (result,), backend = await run(
-        clock, [session(201), outcome("click"), tombstone()], [("click", {"ref": "g2e7"})]
+        clock, [session(201), outcome("click"), tombstone()], [("browser_click", {"ref": "g2e7"})]
     )
     assert not result.is_error, text(result)
     assert "click done" in text(result)
@@ -209,7 +264,7 @@ async def test_a_write_tool_runs_once_approved(clock: FakeClock) -> None:
 
 async def test_writes_are_refused_under_the_default_policy(clock: FakeClock) -> None:
     _, (result,), backend = await run(
-        clock, [session(201), tombstone()], [("click", {"ref": "g2e7"})], approve="none"
+        clock, [session(201), tombstone()], [("browser_click", {"ref": "g2e7"})], approve="none"
     )
     assert result.is_error
     assert "refused" in text(result)
@@ -222,7 +277,7 @@ async def test_a_dry_run_needs_no_approval(clock: FakeClock) -> None:
     _, (result,), backend = await run(
         clock,
         [session(201), outcome("click", result=preview), tombstone()],
-        [("click", {"ref": "g2e7", "dryRun": True})],
+        [("browser_click", {"ref": "g2e7", "dryRun": True})],
         approve="none",
     )
     assert not result.is_error, text(result)
@@ -243,7 +298,7 @@ async def test_a_dry_run_says_where_a_click_would_navigate(clock: FakeClock) -> 
     _, (result,), _ = await run(
         clock,
         [session(201), outcome("click", result=preview), tombstone()],
-        [("click", {"ref": "g2e7", "dryRun": True})],
+        [("browser_click", {"ref": "g2e7", "dryRun": True})],
         approve="none",
     )
     assert not result.is_error, text(result)
@@ -258,10 +313,10 @@ async def test_reads_only_hides_and_refuses_write_tools(clock: FakeClock) -> Non
     listed, (result,), backend = await run(
         clock,
         [session(201), tombstone()],
-        [("navigate", {"url": "https://example.com"})],
+        [("browser_navigate", {"url": "https://example.com"})],
         approve="reads-only",
     )
-    assert {tool.name for tool in listed.tools} == set(READ_COMMANDS)
+    assert {tool.name for tool in listed.tools} == {f"browser_{name}" for name in READ_COMMANDS}
     assert result.is_error
     assert "writes are disabled" in text(result)
     assert backend.calls == [CREATE, DELETE]
@@ -277,7 +332,7 @@ async def test_writes_go_through_a_custom_approval_hook(clock: FakeClock) -> Non
     _, (filled, clicked), backend = await run(
         clock,
         [session(201), outcome("fill"), tombstone()],
-        [("fill", {"ref": "g2e5", "value": "jane"}), ("click", {"ref": "g2e7"})],
+        [("browser_fill", {"ref": "g2e5", "value": "jane"}), ("browser_click", {"ref": "g2e7"})],
         approve_hook=approve,
     )
     assert not filled.is_error
@@ -291,7 +346,7 @@ async def test_an_unknown_outcome_is_reported_as_such_and_never_retried(clock: F
     _, (result,), backend = await run(
         clock,
         [session(201), problem(409, "command_outcome_unknown"), tombstone()],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
     assert "Outcome UNKNOWN" in text(result)
@@ -304,10 +359,12 @@ async def test_blocked_writes_say_that_reads_still_work(clock: FakeClock) -> Non
     _, (result,), backend = await run(
         clock,
         [session(201), problem(409, "writes_blocked"), tombstone()],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
-    assert text(result).startswith("click was not sent: writes in this browser session are blocked")
+    assert text(result).startswith(
+        "browser_click was not sent: writes in this browser session are blocked"
+    )
     assert "Read tools still work" in text(result)
     assert backend.calls == [CREATE, SUBMIT, DELETE], "refused once, never retried"
 
@@ -320,18 +377,22 @@ async def test_a_failed_command_says_what_to_do_next(clock: FakeClock) -> None:
             outcome("click", status="failed", error=("stale_ref", "old ref")),
             tombstone(),
         ],
-        [("click", {"ref": "g2e7"})],
+        [("browser_click", {"ref": "g2e7"})],
     )
     assert result.is_error
     assert "click failed (stale_ref)" in text(result)
-    assert "call snapshot and use a ref from it" in text(result)
+    assert "call browser_snapshot and use a ref from it" in text(result)
 
 
 async def test_invalid_arguments_are_refused_before_sending(clock: FakeClock) -> None:
     _, results, backend = await run(
         clock,
         [session(201), tombstone()],
-        [("click", {"ref": "button-3"}), ("click", {}), ("click", {"ref": "g2e7", "dryRun": "y"})],
+        [
+            ("browser_click", {"ref": "button-3"}),
+            ("browser_click", {}),
+            ("browser_click", {"ref": "g2e7", "dryRun": "y"}),
+        ],
     )
     assert all(result.is_error for result in results)
     assert all("call again" in text(result) for result in results)
@@ -341,7 +402,7 @@ async def test_invalid_arguments_are_refused_before_sending(clock: FakeClock) ->
 
 async def test_a_screenshot_is_returned_as_an_image(clock: FakeClock) -> None:
     _, (result,), _ = await run(
-        clock, [session(201), outcome("screenshot"), tombstone()], [("screenshot", {})]
+        clock, [session(201), outcome("screenshot"), tombstone()], [("browser_screenshot", {})]
     )
     (image,) = [block for block in result.content if isinstance(block, types.ImageContent)]
     assert image.mime_type == "image/png"
@@ -405,3 +466,93 @@ def test_the_console_script_explains_missing_settings(
         main([])
     assert caught.value.code == 2
     assert "UNDERSTUDY_URL" in capsys.readouterr().err
+
+
+def test_the_tool_prefix_and_the_snapshot_after_writes_are_settings() -> None:
+    env = {"UNDERSTUDY_URL": "http://127.0.0.1:8787", "UNDERSTUDY_API_KEY": "usk_x"}
+    default = McpSettings.load([], env)
+    assert (default.tool_prefix, default.snapshot_after_write) == ("browser_", True)
+    chosen = env | {"UNDERSTUDY_MCP_TOOL_PREFIX": "", "UNDERSTUDY_MCP_SNAPSHOT_AFTER_WRITE": "off"}
+    loaded = McpSettings.load([], chosen)
+    assert (loaded.tool_prefix, loaded.snapshot_after_write) == ("", False)
+    overridden = McpSettings.load(["--tool-prefix", "web.", "--snapshot-after-write"], chosen)
+    assert (overridden.tool_prefix, overridden.snapshot_after_write) == ("web.", True)
+    assert not McpSettings.load(["--no-snapshot-after-write"], env).snapshot_after_write
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"UNDERSTUDY_MCP_TOOL_PREFIX": "browser tools "},
+        {"UNDERSTUDY_MCP_TOOL_PREFIX": "x" * 41},
+        {"UNDERSTUDY_MCP_SNAPSHOT_AFTER_WRITE": "sometimes"},
+    ],
+)
+def test_a_bad_prefix_or_switch_is_refused_with_a_message(env: dict[str, str]) -> None:
+    base = {"UNDERSTUDY_URL": "http://x", "UNDERSTUDY_API_KEY": "k"}
+    with pytest.raises(UsageError, match="UNDERSTUDY_MCP_"):
+        McpSettings.load([], base | env)
+
+
+def test_every_wait_condition_kind_has_a_flat_argument() -> None:
+    kinds = {
+        kind
+        for branch in CATALOG["WaitCondition"]["oneOf"]
+        for kind in branch["properties"]["kind"].get(
+            "enum", [branch["properties"]["kind"].get("const")]
+        )
+    }
+    assert kinds == {kind for kind, _ in _mcp_wait.FLAT.values()}
+    (tool,) = [t for t in catalog_tools() if t.command == "wait_for"]
+    assert "condition" not in tool.tool.input_schema["properties"]
+    assert "required" not in tool.tool.input_schema, "which argument is needed depends on the kind"
+
+
+@pytest.mark.parametrize("example", spec_of("wait_for")["examples"])
+def test_each_wait_for_example_has_a_flat_form(example: dict[str, Any]) -> None:
+    (tool,) = [t for t in catalog_tools() if t.command == "wait_for"]
+    condition = example["condition"]
+    flat_name = next(
+        name for name, (kind, _) in _mcp_wait.FLAT.items() if kind == condition["kind"]
+    )
+    _, field = _mcp_wait.FLAT[flat_name]
+    arguments: dict[str, Any] = {flat_name: condition[field], "timeoutMs": example["timeoutMs"]}
+    if "state" in condition:
+        arguments["state"] = condition["state"]
+    jsonschema.Draft202012Validator(tool.tool.input_schema).validate(arguments)
+    call = parse_arguments(tool, arguments)
+    assert call.command is not None
+    assert call.command.to_wire() == example
+
+
+def test_a_new_command_with_two_refs_gets_a_description_beside_each() -> None:
+    class DragCommand(WireModel):
+        """Drag one element onto another."""
+
+        name: Literal["drag"]
+        ref: models.Ref
+        target_ref: Annotated[models.Ref, Field(alias="targetRef")]
+        steps: int | None = None
+
+    schema, described = input_schema(DragCommand, "write")
+    assert described == {"element": "ref", "targetElement": "targetRef"}
+    assert list(schema["properties"]) == [
+        "element", "ref", "targetElement", "targetRef", "steps", "dryRun"
+    ]  # fmt: skip
+    assert schema["required"] == ["ref", "targetRef"]
+    assert null_defaults(schema) == []
+
+
+async def test_a_session_that_could_not_be_created_is_tried_again_on_the_next_call(
+    clock: FakeClock,
+) -> None:
+    refused = problem(401, "unauthorized", with_command_id=False)
+    _, (first, second), backend = await run(
+        clock,
+        [refused, refused, session(201), outcome("snapshot"), tombstone()],
+        [("browser_snapshot", {}), ("browser_snapshot", {})],
+    )
+    assert first.is_error
+    assert "refused the API key (401 unauthorized: scripted unauthorized)" in text(first)
+    assert not second.is_error, text(second)
+    assert backend.calls == [CREATE, CREATE, CREATE, SUBMIT, DELETE]

@@ -11,6 +11,7 @@ with `None`. The generator's return value is the result of the call; its excepti
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
@@ -132,8 +133,22 @@ def unreachable(
     command_id: UUID | None = None,
 ) -> BackendUnreachable:
     """The error for a request that failed on the network on every attempt."""
-    message = f"{operation}: {ctx.base_url} could not be reached ({type(error).__name__})"
+    message = f"{operation}: {ctx.base_url} could not be reached ({_network_cause(error)})"
     return BackendUnreachable(message + advice, command_id=command_id)
+
+
+def _network_cause(error: httpx.TransportError) -> str:
+    """The error's class and what the operating system said, like `ConnectError: Connection
+    refused`: httpx's own text is often only "All connection attempts failed"."""
+    said = str(error)
+    seen: BaseException | None = error
+    for _ in range(10):  # a bounded walk down the chain of causes
+        seen = seen.__cause__ or seen.__context__ if seen is not None else None
+        if seen is None:
+            break
+        if isinstance(seen, OSError) and seen.errno:
+            said = os.strerror(seen.errno)  # asyncio's strerror is "Connect call failed (...)"
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 def sleep(seconds: float, wait: Wait | None = None) -> Flow[None]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,12 +23,16 @@ class WriteRequest:
             the plaintext).
         preview: The dry-run result (`WriteResult.preview` says what the write resolved to and
             whether the policy allows it) when the session has `preview_writes=True`; else `None`.
+        elements: What the caller says each ref argument names, by argument (`{"ref": "Sign in
+            button"}`): the `element` descriptions an MCP agent gives, for a prompt to show. They
+            are the caller's words, not checked against the page, and never sent.
     """
 
     session_id: UUID
     command_id: UUID
     command: Command
     preview: WriteResult | None = None
+    elements: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -60,11 +60,11 @@ async def run_agent(client: Client, *, start_url: str) -> str:
         tool.name for tool in listed.tools if tool.annotations and tool.annotations.destructive_hint
     ]
     print(f"{len(listed.tools)} tools; writes: {', '.join(writes)}", file=sys.stderr)
-    navigated = await client.call_tool("navigate", {"url": start_url})
+    navigated = await client.call_tool("browser_navigate", {"url": start_url})
     if navigated.is_error:
         # The server's error texts say what happened and what to do next; an agent reads them.
         raise RuntimeError(text_of(navigated))
-    snapshot = await client.call_tool("snapshot", {"interactiveOnly": True})
+    snapshot = await client.call_tool("browser_snapshot", {"interactiveOnly": True})
     if snapshot.is_error:
         raise RuntimeError(text_of(snapshot))
     return text_of(snapshot)

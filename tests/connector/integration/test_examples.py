@@ -121,7 +121,7 @@ async def test_mcp_agent_drives_understudy_mcp_over_stdio(
     await asyncio.wait_for(asyncio.to_thread(load("mcp_agent").main), RUN_WITHIN)
     out, err = capfd.readouterr()
     assert 'button "Sign in" [g1e1]' in out
-    assert "writes: navigate, go_back" in err
+    assert "writes: browser_navigate, browser_go_back" in err
     (navigate,) = [g for g in grants(device) if not g.dry_run]
     assert navigate.command.to_wire() == {"name": "navigate", "url": "https://example.com/"}
     assert list(device.executions.values()) == [1]
