@@ -465,13 +465,9 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 
 def _print_audit(event: AuditEvent) -> None:
-    # stdout is the MCP channel; audit goes to stderr, content-free but for the agent's own
-    # description of the element it acts on, which is what a reviewer of approvals reads.
-    line = dataclasses.asdict(event)
-    elements = _ELEMENTS.get()
-    if elements and event.command is not None:
-        line["elements"] = dict(elements)
-    print(json.dumps(line, default=str), file=sys.stderr, flush=True)
+    # stdout is the MCP channel; audit goes to stderr. It stays content-free: the agent's
+    # `element` descriptions can quote the page, so only the approval hook sees them.
+    print(json.dumps(dataclasses.asdict(event), default=str), file=sys.stderr, flush=True)
 
 
 def _parser() -> argparse.ArgumentParser:
