@@ -21,7 +21,7 @@ from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
 from understudy._store import credentials, operators
-from understudy.app import create_app
+from understudy.http import create_app
 from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:

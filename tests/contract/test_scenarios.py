@@ -22,8 +22,8 @@ from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
-from understudy.app import create_app
 from understudy.generated import models as m
+from understudy.http import create_app
 from understudy.simdevice import ALL_CAPABILITIES, Behaviour
 
 if TYPE_CHECKING:
