@@ -15,6 +15,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
@@ -22,7 +23,6 @@ from understudy._config import Settings, load_settings
 from understudy._server import server_config
 from understudy._store import credentials, operators
 from understudy.http import create_app
-from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable
