@@ -127,6 +127,7 @@ def test_wheels_carry_the_references_license_and_metadata(installed: Path) -> No
         "litestar",
         "prometheus-client",
         "pydantic",
+        "pydantic-settings",
         "typing-extensions",
         "uvicorn",
         "websockets",
