@@ -468,15 +468,19 @@ _INPUTS: ContextVar[tuple[Mapping[str, str], Path | None]] = ContextVar("_INPUTS
 
 
 def _parsed(
-    fields: dict[str, FieldInfo], raw: Mapping[str, Any], key: Callable[[str], str], where: str
+    fields: dict[str, FieldInfo], raw: Mapping[str, Any], file: Path | None
 ) -> dict[str, Any]:
-    """One layer's values by variable name, each parsed with its field's parser."""
+    """One layer's values by variable name, each parsed with its field's parser.
+
+    `raw` is keyed by variable (the environment) or, with `file`, by field name (its keys).
+    """
     values: dict[str, Any] = {}
     for name, info in fields.items():
-        if key(name) in raw:
+        variable = _variable(info)
+        key, label = (variable, variable) if file is None else (name, f"{file} [{name}]")
+        if key in raw:
             parse = next(m for m in info.metadata if isinstance(m, _Parse)).parse
-            label = _variable(info) if where == "env" else f"{where} [{name}]"
-            values[_variable(info)] = parse(raw[key(name)], label)
+            values[variable] = parse(raw[key], label)
     return values
 
 
@@ -493,8 +497,7 @@ class _Environment(EnvSettingsSource):
         return {k: v for k, v in self._given.items() if k in known and v.strip()}
 
     def __call__(self) -> dict[str, Any]:
-        fields = self.settings_cls.model_fields
-        return _parsed(fields, self.env_vars, lambda name: _variable(fields[name]), "env")
+        return _parsed(self.settings_cls.model_fields, self.env_vars, None)
 
 
 class _TomlFile(TomlConfigSettingsSource):
@@ -530,7 +533,7 @@ class _TomlFile(TomlConfigSettingsSource):
         return data
 
     def __call__(self) -> dict[str, Any]:
-        return _parsed(self.settings_cls.model_fields, self.toml_data, str, str(self._file))
+        return _parsed(self.settings_cls.model_fields, self.toml_data, self._file)
 
 
 def load_settings(env: Mapping[str, str] | None = None, file: Path | None = None) -> Settings:

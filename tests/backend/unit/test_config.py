@@ -91,6 +91,10 @@ def test_empty_variables_count_as_unset() -> None:
     assert load_settings({"UNDERSTUDY_PORT": "", "QUOTA_POLICY": " "}) == load_settings({})
 
 
+def test_only_the_documented_variable_names_are_read() -> None:
+    assert load_settings({"port": "9000", "understudy_port": "9000"}).port == 8787
+
+
 def test_quota_policy_accepts_camel_and_snake_case() -> None:
     settings = load_settings(
         {"QUOTA_POLICY": '{"commandsPerSessionPerMin": 60, "commands_per_tenant_per_min": 100}'}
