@@ -1,8 +1,9 @@
 """Simulated devices for the overhead benchmark, in their own process (``python -m
 bench._devicehost``).
 
-It runs :class:`understudy.simdevice.SimulatedDevice` objects (the extension stand-in that executes
-every command instantly) so the server, the load generator and the devices are three processes.
+It runs :class:`tests.support.simdevice.SimulatedDevice` objects (the extension stand-in that
+executes every command instantly) so the server, the load generator and the devices are three
+processes.
 Each device heartbeats every 22 s as the extension does, so a long run never sees a device go
 offline. Control protocol, JSON lines: the first stdin line is the job ``{"base_url",
 "credentials": {device_id: credential}}``; the host answers ``{"op": "connected"}`` once every
@@ -17,9 +18,10 @@ import json
 import sys
 from typing import Any
 
+from tests.support.simdevice import SimulatedDevice
+
 from bench._workers import LINE_LIMIT
 from understudy.device_agent import HEARTBEAT_INTERVAL_MS
-from understudy.simdevice import SimulatedDevice
 
 
 async def _heartbeats(devices: list[SimulatedDevice]) -> None:

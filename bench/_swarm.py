@@ -1,6 +1,6 @@
 """A swarm of lightweight simulated devices in one process (``python -m bench._swarm``).
 
-Full :class:`understudy.simdevice.SimulatedDevice` objects validate every frame with pydantic and
+Full :class:`tests.support.simdevice.SimulatedDevice` objects validate every frame with pydantic and
 keep every frame they receive; 10,000 of them would make the client, not the server, the thing
 measured. A swarm device keeps only what the scale benchmark needs, but speaks the real frames:
 ``POST /v1/device/connect-ticket`` with its device credential, the device socket at the returned

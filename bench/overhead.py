@@ -5,9 +5,10 @@ Method, for each SQLite variant (``FULL``: synchronous=FULL with group commit, t
 own COMMIT; ``NORMAL``: synchronous=NORMAL with group commit), on a fresh server and data
 directory:
 
-1. Enroll ceil(max level / 2) devices and run them as :class:`~understudy.simdevice.SimulatedDevice`
-   objects in a device-host process (``bench._devicehost``); each executes a command the moment
-   its grant arrives. Quotas are raised through ``QUOTA_POLICY`` (still counted on every command).
+1. Enroll ceil(max level / 2) devices and run them as
+   :class:`~tests.support.simdevice.SimulatedDevice` objects in a device-host process
+   (``bench._devicehost``); each executes a command the moment its grant arrives. Quotas are
+   raised through ``QUOTA_POLICY`` (still counted on every command).
 2. Create max-level unattended sessions over HTTP, two per device (session i on device i // 2, so
    10 sessions use 5 devices and 100 sessions 50).
 3. For each level L (1, 10, 100 concurrent sessions) and each command (a write, ``click``; a read,

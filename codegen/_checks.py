@@ -22,6 +22,7 @@ def check_meaning(spec: Spec) -> None:
     _check_documents(spec, OPENAPI.as_uri(), "frames")
     _check_catalog(spec)
     _check_problems(spec)
+    _check_problem_titles(spec)
 
 
 def check_synthetic_users_meaning(spec: Spec) -> None:
@@ -207,6 +208,54 @@ def _check_problems(spec: Spec) -> None:
                         )
                 if int(status) >= 400 and not resolved.get("content"):
                     raise SpecError(f"{where}/responses/{status}: an error must have a body")
+
+
+PROBLEM_TITLES = "x-understudy-problems"
+_PROBLEM_BASE = "https://understudy.dev/problems/"
+
+
+def _check_problem_titles(spec: Spec) -> None:
+    """`components.x-understudy-problems` titles every code that a response or example uses.
+
+    RFC 9457 §3.1.3: a type's title does not change from occurrence to occurrence, so each
+    problem example must carry its code's title and the type URI that names the code.
+    """
+    where = f"{spec.openapi_file}#/components/{PROBLEM_TITLES}"
+    titles = spec.openapi.get("components", {}).get(PROBLEM_TITLES)
+    if not isinstance(titles, dict) or not titles:
+        raise SpecError(f"{where}: map every problem code to its title")
+    for code, title in titles.items():
+        if not isinstance(title, str) or not title.strip():
+            raise SpecError(f"{where}/{code}: a title is a non-empty string")
+    for path, item in spec.openapi["paths"].items():
+        for method, op in item.items():
+            if not isinstance(op, dict) or "responses" not in op:
+                continue
+            for status, response in op["responses"].items():
+                for code in response_problem_codes(spec, response):
+                    if code not in titles:
+                        raise SpecError(
+                            f"{spec.openapi_file}#/paths/{path}/{method}/responses/{status}: "
+                            f"problem code {code!r} has no title in {where}"
+                        )
+    for name, schema in spec.defs.items():
+        for i, example in enumerate(schema.get("examples", [])):
+            if not (isinstance(example, dict) and {"type", "title", "code"} <= set(example)):
+                continue
+            code = example["code"]
+            if code not in titles:
+                raise SpecError(
+                    f"{spec.origin[name]}: examples[{i}] code {code!r} is not in {where}"
+                )
+            if example["title"] != titles[code]:
+                raise SpecError(
+                    f"{spec.origin[name]}: examples[{i}] title {example['title']!r}; "
+                    f"{code!r} is titled {titles[code]!r}"
+                )
+            if example["type"] != _PROBLEM_BASE + code:
+                raise SpecError(
+                    f"{spec.origin[name]}: examples[{i}] type must be {_PROBLEM_BASE + code}"
+                )
 
 
 def _component(spec: Spec, node: Json) -> Json:

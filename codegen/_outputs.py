@@ -285,6 +285,13 @@ def problem_codes(spec: Spec) -> dict[str, dict[str, list[str]]]:
     return out
 
 
+def problem_titles(spec: Spec) -> dict[str, str]:
+    """Problem code -> its title, in spec order (`components.x-understudy-problems`)."""
+    from codegen._checks import PROBLEM_TITLES
+
+    return dict(spec.openapi["components"][PROBLEM_TITLES])
+
+
 def _operations(spec: Spec) -> list[tuple[str, str, dict]]:  # type: ignore[type-arg]
     ops = []
     for path, item in spec.openapi["paths"].items():
@@ -326,17 +333,22 @@ def _python_catalog(spec: Spec) -> str:
     reads = [n for n, k in kinds.items() if k == "read"]
     writes = [n for n, k in kinds.items() if k == "write"]
     codes = problem_codes(spec)
+    titles = problem_titles(spec)
     lines = [
         f"# {HEADER}",
-        '"""The command catalog and the problem codes of each documented response."""',
+        '"""The command catalog, the problem codes and titles, and the codes of each response."""',
         "",
-        "from typing import Final, Literal",
+        "from typing import Final, Literal, TypeAlias",
         "",
         f"COMMAND_KINDS: Final[dict[str, Literal['read', 'write']]] = {kinds!r}",
         f"READ_COMMANDS: Final[frozenset[str]] = frozenset({reads!r})",
         f"WRITE_COMMANDS: Final[frozenset[str]] = frozenset({writes!r})",
         "# operationId -> HTTP status -> problem codes that response may carry",
         f"PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {codes!r}",
+        "# Every problem code the service may send",
+        f"ProblemCode: TypeAlias = Literal[{', '.join(repr(c) for c in titles)}]",
+        "# problem code -> its title, the same wherever the code is sent (RFC 9457 §3.1.3)",
+        f"PROBLEM_TITLES: Final[dict[str, str]] = {titles!r}",
         "",
     ]
     return _ruff_format("\n".join(lines))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.backend.conftest import free_port
-from understudy.simdevice import SimulatedDevice
+from tests.support.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

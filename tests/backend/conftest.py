@@ -15,14 +15,14 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
 from understudy._store import credentials, operators
-from understudy.app import create_app
-from understudy.simdevice import Behaviour, SimulatedDevice
+from understudy.http import create_app
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterable

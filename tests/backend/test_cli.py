@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.backend.conftest import start_backend, stop_backend
+from tests.support.simdevice import SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import DB_FILE, build_services
 from understudy._config import load_settings
 from understudy._store import LATEST, SchemaTooNewError
 from understudy.cli import main
-from understudy.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -26,12 +26,12 @@ from uvicorn.protocols.websockets import websockets_sansio_impl
 
 from tests.backend.conftest import Backend, start_backend, stop_backend
 from tests.contract._ledger import LEDGER
+from tests.support.simdevice import SimulatedDevice
 from understudy import _security
 from understudy._config import QuotaPolicy
 from understudy._store import credentials, operators, vault
 from understudy._store import sessions as session_store
 from understudy.generated import models as m
-from understudy.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import httpx
 
     from tests.backend.conftest import Backend
-    from understudy.simdevice import Behaviour, SimulatedDevice
+    from tests.support.simdevice import Behaviour, SimulatedDevice
 
 CONFORMANCE = [
     not_a_server_error,

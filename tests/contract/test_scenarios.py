@@ -18,18 +18,18 @@ from schemathesis.core import NOT_SET
 from tests.backend.conftest import post_create
 from tests.contract._ledger import LEDGER
 from tests.contract._scenario import Scenario, command, unattended
+from tests.support.simdevice import ALL_CAPABILITIES, Behaviour
 from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
-from understudy.app import create_app
 from understudy.generated import models as m
-from understudy.simdevice import ALL_CAPABILITIES, Behaviour
+from understudy.http import create_app
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from understudy.simdevice import SimulatedDevice
+    from tests.support.simdevice import SimulatedDevice
 
 
 def _idem() -> dict[str, str]:

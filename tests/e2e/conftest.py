@@ -38,7 +38,7 @@ from understudy._bootstrap import build_services
 from understudy._clock import SystemClock
 from understudy._config import load_settings
 from understudy._store import credentials
-from understudy.app import create_app
+from understudy.http import create_app
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Iterator

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -13,7 +15,8 @@ from pydantic import TypeAdapter
 
 import understudy.generated.models as backend_models
 import understudy_connector.generated.models as connector_models
-from codegen._bundle import FRAMES, OPENAPI, load
+from codegen._bundle import FRAMES, OPENAPI, SpecError, load
+from codegen._checks import check_meaning
 from codegen._outputs import command_kinds
 
 SPEC = load()
@@ -224,3 +227,24 @@ def test_links_let_a_stateful_fuzzer_follow_a_session() -> None:
     pending = SPEC.openapi["components"]["responses"]["CommandPending"]
     assert pending["links"]["PollCommand"] == {"$ref": "#/components/links/PollCommand"}
     assert SPEC.openapi["components"]["links"]["PollCommand"]["operationId"] == "pollCommand"
+
+
+def _with_titles(change: Any) -> Any:
+    api = copy.deepcopy(SPEC.openapi)
+    change(api["components"]["x-understudy-problems"])
+    return dataclasses.replace(SPEC, openapi=api)
+
+
+def test_every_problem_code_and_example_title_comes_from_the_problem_catalog() -> None:
+    check_meaning(SPEC)
+    with pytest.raises(SpecError, match="problem code 'writes_blocked' has no title"):
+        check_meaning(_with_titles(lambda titles: titles.pop("writes_blocked")))
+    with pytest.raises(SpecError, match="examples\\[0\\] title 'Session busy'"):
+        check_meaning(_with_titles(lambda titles: titles.update(session_busy="Busy")))
+
+
+def test_the_generated_catalog_titles_every_code_of_the_spec() -> None:
+    from understudy.generated.catalog import PROBLEM_TITLES
+
+    assert PROBLEM_TITLES == SPEC.openapi["components"]["x-understudy-problems"]
+    assert PROBLEM_TITLES["writes_blocked"]

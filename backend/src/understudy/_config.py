@@ -6,6 +6,10 @@ keep their bare names: ``UNATTENDED_ENABLED_TENANTS``, ``QUOTA_POLICY`` and ``DE
 others are ``UNDERSTUDY_<FIELD>``. An empty variable counts as unset. Every bad value raises
 :class:`ConfigError` naming the variable and what to do; messages never repeat a value that may be
 secret.
+
+pydantic-settings reads and layers the sources (`_Layers`); the parsers below give each value its
+type and its message. `Settings` stays a plain frozen dataclass, so building one in code (tests,
+`dataclasses.replace`) never reads the environment.
 """
 
 from __future__ import annotations
@@ -19,17 +23,30 @@ import re
 import secrets
 import stat
 import tomllib
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal
 from urllib.parse import urlsplit
+
+from pydantic import Field
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._security import MIN_MASTER_KEY_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from importlib.resources.abc import Traversable
+
+    from pydantic.fields import FieldInfo
 
 # The id fixed by the `key` in the extension manifest: by default only its origin (or no Origin
 # header, for non-browser clients) may open a socket; tickets still gate every connection.
@@ -367,43 +384,156 @@ def _optional_path(value: object, name: str) -> Path | None:
     return None if isinstance(value, str) and not value.strip() else _path(value, name)
 
 
-_FIELDS: Final[dict[str, tuple[str, Callable[[object, str], Any]]]] = {
-    "host": ("UNDERSTUDY_HOST", _host),
-    "port": ("UNDERSTUDY_PORT", _port),
-    "data_dir": ("UNDERSTUDY_DATA_DIR", _path),
-    "public_url": ("UNDERSTUDY_PUBLIC_URL", _public_url),
-    "unattended_enabled_tenants": ("UNATTENDED_ENABLED_TENANTS", _tenants),
-    "quota": ("QUOTA_POLICY", _quota_overrides),
-    "device_tokens": ("DEVICE_TOKENS", _device_tokens),
-    "master_key": ("UNDERSTUDY_MASTER_KEY", _master_key),
-    "sqlite_synchronous": ("UNDERSTUDY_SQLITE_SYNCHRONOUS", _synchronous),
-    "sqlite_group_commit": ("UNDERSTUDY_SQLITE_GROUP_COMMIT", _switch),
-    "allowed_socket_origins": ("UNDERSTUDY_ALLOWED_SOCKET_ORIGINS", _socket_origins),
-    "telemetry_path": ("UNDERSTUDY_TELEMETRY_PATH", _optional_path),
-    "log_format": ("UNDERSTUDY_LOG_FORMAT", _log_format),
-    "connection_limits": ("UNDERSTUDY_CONNECTION_LIMITS", _connection_limits),
+class _Parse:
+    """Field metadata: the parser that turns one layer's raw value into the setting."""
+
+    def __init__(self, parse: Callable[[object, str], Any]) -> None:
+        self.parse = parse
+
+
+class _Layers(BaseSettings):
+    """Every setting under its variable name, as pydantic-settings layers them.
+
+    Two layers, the environment over the TOML file (`settings_customise_sources`), merged by
+    pydantic-settings: a value replaces the file's, and the quota overrides merge key by key.
+    Each layer's values are parsed before the merge, so an error names where the bad value is:
+    the variable, or the file and its key. The fields stay `Any`: the parsers type them, with
+    the messages pydantic's own errors could not give.
+    """
+
+    model_config = SettingsConfigDict(case_sensitive=True, enable_decoding=False, frozen=True)
+
+    host: Annotated[Any, _Parse(_host)] = Field(None, validation_alias="UNDERSTUDY_HOST")
+    port: Annotated[Any, _Parse(_port)] = Field(None, validation_alias="UNDERSTUDY_PORT")
+    data_dir: Annotated[Any, _Parse(_path)] = Field(None, validation_alias="UNDERSTUDY_DATA_DIR")
+    public_url: Annotated[Any, _Parse(_public_url)] = Field(
+        None, validation_alias="UNDERSTUDY_PUBLIC_URL"
+    )
+    unattended_enabled_tenants: Annotated[Any, _Parse(_tenants)] = Field(
+        None, validation_alias="UNATTENDED_ENABLED_TENANTS"
+    )
+    quota: Annotated[Any, _Parse(_quota_overrides)] = Field(None, validation_alias="QUOTA_POLICY")
+    device_tokens: Annotated[Any, _Parse(_device_tokens)] = Field(
+        None, validation_alias="DEVICE_TOKENS"
+    )
+    master_key: Annotated[Any, _Parse(_master_key)] = Field(
+        None, validation_alias="UNDERSTUDY_MASTER_KEY"
+    )
+    sqlite_synchronous: Annotated[Any, _Parse(_synchronous)] = Field(
+        None, validation_alias="UNDERSTUDY_SQLITE_SYNCHRONOUS"
+    )
+    sqlite_group_commit: Annotated[Any, _Parse(_switch)] = Field(
+        None, validation_alias="UNDERSTUDY_SQLITE_GROUP_COMMIT"
+    )
+    allowed_socket_origins: Annotated[Any, _Parse(_socket_origins)] = Field(
+        None, validation_alias="UNDERSTUDY_ALLOWED_SOCKET_ORIGINS"
+    )
+    telemetry_path: Annotated[Any, _Parse(_optional_path)] = Field(
+        None, validation_alias="UNDERSTUDY_TELEMETRY_PATH"
+    )
+    log_format: Annotated[Any, _Parse(_log_format)] = Field(
+        None, validation_alias="UNDERSTUDY_LOG_FORMAT"
+    )
+    connection_limits: Annotated[Any, _Parse(_connection_limits)] = Field(
+        None, validation_alias="UNDERSTUDY_CONNECTION_LIMITS"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env, file = _INPUTS.get()
+        layers: list[PydanticBaseSettingsSource] = [_Environment(settings_cls, env)]
+        if file is not None:
+            layers.append(_TomlFile(settings_cls, file))
+        return tuple(layers)
+
+
+def _variable(info: FieldInfo) -> str:
+    return str(info.validation_alias)
+
+
+# The variable of each setting, in the order they are parsed (and errors reported).
+VARIABLES: Final[dict[str, str]] = {
+    name: _variable(info) for name, info in _Layers.model_fields.items()
 }
+# Read as inputs of the loader itself, not settings of the service.
+CONFIG_VARIABLE: Final = "UNDERSTUDY_CONFIG"
+_INPUTS: ContextVar[tuple[Mapping[str, str], Path | None]] = ContextVar("_INPUTS")
 
 
-def _read_file(file: Path) -> dict[str, Any]:
-    try:
-        with file.open("rb") as stream:
-            data = tomllib.load(stream)
-    except OSError as error:
-        raise ConfigError(f"UNDERSTUDY_CONFIG: cannot read {file}: {error.strerror}") from None
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(f"UNDERSTUDY_CONFIG: {file} is not valid TOML: {error}") from None
-    if "master_key" in data:
-        raise ConfigError(
-            f"{file}: master_key cannot live in the config file; set UNDERSTUDY_MASTER_KEY or let "
-            "the service create data_dir/master.key"
-        )
-    for key in data:
-        if key not in _FIELDS:
+def _parsed(
+    fields: dict[str, FieldInfo], raw: Mapping[str, Any], file: Path | None
+) -> dict[str, Any]:
+    """One layer's values by variable name, each parsed with its field's parser.
+
+    `raw` is keyed by variable (the environment) or, with `file`, by field name (its keys).
+    """
+    values: dict[str, Any] = {}
+    for name, info in fields.items():
+        variable = _variable(info)
+        key, label = (variable, variable) if file is None else (name, f"{file} [{name}]")
+        if key in raw:
+            parse = next(m for m in info.metadata if isinstance(m, _Parse)).parse
+            values[variable] = parse(raw[key], label)
+    return values
+
+
+class _Environment(EnvSettingsSource):
+    """The variables of `env` (not only `os.environ`); an empty or blank one counts as unset."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._given = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        # Only the settings' own names: a variable named like a field (`port`) is not one.
+        known = set(VARIABLES.values())
+        return {k: v for k, v in self._given.items() if k in known and v.strip()}
+
+    def __call__(self) -> dict[str, Any]:
+        return _parsed(self.settings_cls.model_fields, self.env_vars, None)
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """The TOML file: its keys are the field names; `master_key` may not live there."""
+
+    def __init__(self, settings_cls: type[BaseSettings], file: Path) -> None:
+        self._file = file
+        super().__init__(settings_cls, toml_file=file)
+
+    def _read_files(self, files: object, deep_merge: bool = False) -> dict[str, Any]:
+        # The one named file must exist: pydantic-settings would skip a missing one silently.
+        return self._read_file(self._file)
+
+    def _read_file(self, file_path: Path | Traversable) -> dict[str, Any]:
+        file = self._file
+        try:
+            with file.open("rb") as stream:
+                data = tomllib.load(stream)
+        except OSError as error:
+            raise ConfigError(f"{CONFIG_VARIABLE}: cannot read {file}: {error.strerror}") from None
+        except tomllib.TOMLDecodeError as error:
+            raise ConfigError(f"{CONFIG_VARIABLE}: {file} is not valid TOML: {error}") from None
+        if "master_key" in data:
             raise ConfigError(
-                f"{file}: unknown key {key!r}; known keys: {', '.join(sorted(_FIELDS))}"
+                f"{file}: master_key cannot live in the config file; set UNDERSTUDY_MASTER_KEY or "
+                "let the service create data_dir/master.key"
             )
-    return data
+        for key in data:
+            if key not in VARIABLES:
+                raise ConfigError(
+                    f"{file}: unknown key {key!r}; known keys: {', '.join(sorted(VARIABLES))}"
+                )
+        return data
+
+    def __call__(self) -> dict[str, Any]:
+        return _parsed(self.settings_cls.model_fields, self.toml_data, self._file)
 
 
 def load_settings(env: Mapping[str, str] | None = None, file: Path | None = None) -> Settings:
@@ -417,23 +547,16 @@ def load_settings(env: Mapping[str, str] | None = None, file: Path | None = None
         ConfigError: a value is malformed or out of range.
     """
     env = os.environ if env is None else env
-    if file is None and env.get("UNDERSTUDY_CONFIG", "").strip():
-        file = Path(env["UNDERSTUDY_CONFIG"].strip()).expanduser()
-    file_data = _read_file(file) if file is not None else {}
-    values: dict[str, Any] = {}
-    quota: dict[str, int] = {}
-    for name, (variable, parse) in _FIELDS.items():
-        parsed: list[Any] = []
-        if name in file_data:
-            parsed.append(parse(file_data[name], f"{file} [{name}]"))
-        if env.get(variable, "").strip():
-            parsed.append(parse(env[variable], variable))
-        if name == "quota":
-            for overrides in parsed:
-                quota.update(overrides)
-        elif parsed:
-            values[name] = parsed[-1]
-    return Settings(**values, quota=QuotaPolicy(**quota))
+    if file is None and env.get(CONFIG_VARIABLE, "").strip():
+        file = Path(env[CONFIG_VARIABLE].strip()).expanduser()
+    token = _INPUTS.set((env, file))
+    try:
+        layers = _Layers()
+    finally:
+        _INPUTS.reset(token)
+    values = {name: getattr(layers, name) for name in layers.model_fields_set}
+    quota = QuotaPolicy(**values.pop("quota", {}))
+    return Settings(**values, quota=quota)
 
 
 def ensure_master_key(settings: Settings) -> bytes:

@@ -1,47 +1,27 @@
 """RFC 9457 problem responses with a stable machine `code`.
 
 Handlers raise `ProblemError`; one exception handler renders it. Titles are fixed per code so a
-caller can branch on `code` alone and a human still reads something sensible.
+caller can branch on `code` alone and a human still reads something sensible; they come from the
+spec's problem catalog, and `tests/backend/unit/test_problems.py` fails on a code sent from the
+service that the catalog does not title.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
 from litestar import Response
+
+from understudy.generated.catalog import PROBLEM_TITLES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 PROBLEM_TYPE_BASE = "https://understudy.dev/problems/"
 MEDIA_TYPE = "application/problem+json"
 
-TITLES: dict[str, str] = {
-    "invalid_request": "Invalid request",
-    "unauthorized": "Unauthorized",
-    "unattended_disabled": "Unattended sessions are disabled for this tenant",
-    "device_not_found": "Device not found",
-    "session_not_found": "Session not found",
-    "command_not_found": "Command not found",
-    "idempotency_conflict": "Idempotency key reused with another request",
-    "origin_conflict": "Origins conflict with the device's sessions or policy",
-    "profile_conflict": "Profile-state key already live on the device",
-    "capacity_exhausted": "Device capacity exhausted",
-    "rate_limited": "Rate limited",
-    "no_device_available": "No compatible device online",
-    "not_ready": "Not ready",
-    "command_outcome_unknown": "Command outcome unknown",
-    "command_id_conflict": "Command id reused with another request",
-    "session_terminal": "Session terminal",
-    "protocol_upgrade_required": "Protocol upgrade required",
-    "session_busy": "Session busy",
-    "session_unavailable": "Session unavailable",
-    "command_not_started": "Command not started",
-    "command_timed_out": "Command timed out",
-    "not_found": "Not found",
-    "method_not_allowed": "Method not allowed",
-    "unsupported_media_type": "Unsupported media type",
-    "payload_too_large": "Payload too large",
-    "request_timeout": "Request timeout",
-    "internal_error": "Internal error",
-}
+# The spec's problem catalog (`components.x-understudy-problems`), by code.
+TITLES: Final[Mapping[str, str]] = PROBLEM_TITLES
 
 
 class ProblemError(Exception):
@@ -70,6 +50,7 @@ class ProblemError(Exception):
 def problem_response(error: ProblemError, instance: str | None = None) -> Response[dict[str, Any]]:
     body: dict[str, Any] = {
         "type": PROBLEM_TYPE_BASE + error.code,
+        # A code missing from the catalog is a defect its test catches; never a 500 on top.
         "title": TITLES.get(error.code, error.code.replace("_", " ").capitalize()),
         "status": error.status,
         "code": error.code,

@@ -620,7 +620,7 @@ def _run(services: Services, listener: socket.socket) -> int:
     import uvicorn
 
     from understudy._server import server_config
-    from understudy.app import create_app
+    from understudy.http import create_app
 
     public_url = services.settings.public_url
 

@@ -10,9 +10,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tests.backend.conftest import Backend, post_create, unattended
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy._store import LATEST, blocked
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable

@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 
 from tests.backend.conftest import Backend, idem, post_create, unattended
-from understudy.app import MAX_JSON_DEPTH
+from understudy.http._parsing import MAX_JSON_DEPTH
 
 
 def _problem(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

@@ -17,9 +17,9 @@ from tests.backend.conftest import (
     stop_backend,
     unattended,
 )
+from tests.support.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
 from understudy._store import vault
 from understudy.generated import models as m
-from understudy.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     from pathlib import Path

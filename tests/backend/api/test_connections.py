@@ -18,11 +18,11 @@ import websockets
 from bench._http import HttpConnection
 from bench.connection_limits import SlowClients, healthz_latencies
 from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
+from tests.support.simdevice import Behaviour
 from understudy._config import MAX_FRAME_BYTES, MAX_SCREENSHOT_CHARS, ConnectionLimits
 from understudy._server import server_config
-from understudy.app import create_app
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour
+from understudy.http import create_app
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -6,9 +6,9 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from tests.backend.conftest import Backend, post_create, unattended
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy._store import vault
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     import httpx

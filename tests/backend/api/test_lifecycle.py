@@ -6,9 +6,9 @@ import asyncio
 from typing import Any
 
 from tests.backend.conftest import Backend, idem, unattended
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy._store import credentials
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour, SimulatedDevice
 
 
 async def _create(backend: Backend, http: Any, **body: Any) -> str:

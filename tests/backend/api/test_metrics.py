@@ -114,3 +114,17 @@ async def test_metrics_follow_sessions_devices_commands_and_the_lifecycle(
     assert value(after, "understudy_sqlite_transactions_total") >= value(
         after, "understudy_sqlite_commits_total"
     )
+
+
+async def test_refused_creates_are_timed_under_their_status_and_mode(backend: Backend) -> None:
+    async with httpx.AsyncClient(base_url=backend.url, timeout=10) as anonymous:
+        refused = await anonymous.post("/v1/sessions", json=unattended(), headers=idem())
+    assert refused.status_code == 401
+    async with backend.client(backend.api_key()) as http:
+        no_key = await http.post("/v1/sessions", json=unattended())
+        assert no_key.status_code == 400
+    families = await scrape(backend)
+    name = "understudy_session_create_duration_seconds_count"
+    # Refused by the guard before the body says the mode; refused after it did.
+    assert value(families, name, mode="unknown", status="401") == 1
+    assert value(families, name, mode="unattended", status="400") == 1

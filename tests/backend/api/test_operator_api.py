@@ -11,9 +11,9 @@ import httpx
 import pytest
 
 from tests.backend.conftest import idem, post_create, unattended
+from tests.support.simdevice import SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import DB_FILE
-from understudy.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from tests.backend.conftest import Backend

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from tests.backend.conftest import Backend, idem, unattended
-from understudy.simdevice import Behaviour
+from tests.support.simdevice import Behaviour
 
 ALLOWLIST_ELSEWHERE = {"mode": "allowlist", "origins": ["https://intranet.example.org"]}
 

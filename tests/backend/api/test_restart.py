@@ -16,16 +16,16 @@ import httpx
 import pytest
 
 from tests.backend.conftest import idem, start_backend, stop_backend, unattended
+from tests.support.simdevice import Behaviour
 from understudy._clock import ManualClock
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
     from pathlib import Path
 
     from tests.backend.conftest import Backend
-    from understudy.simdevice import SimulatedDevice
+    from tests.support.simdevice import SimulatedDevice
 
 
 @dataclass

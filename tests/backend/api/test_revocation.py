@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 
 from tests.backend.conftest import Backend, idem, post_create, unattended
+from tests.support.simdevice import Behaviour
 from understudy import _security
 from understudy._store import credentials
-from understudy.simdevice import Behaviour
 
 WITHIN_S = 5.0  # the runbook promises about a second; the margin is for a loaded machine
 

@@ -6,8 +6,8 @@ import asyncio
 import uuid
 
 from tests.backend.conftest import Backend, idem, unattended
+from tests.support.simdevice import Behaviour
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour
 
 
 async def test_unattended_create_provisions_a_tab_and_returns_201(backend: Backend) -> None:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import websockets
 
 from tests.backend.conftest import post_create, unattended
+from tests.support.simdevice import Behaviour, Lease, SimulatedDevice
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour, Lease, SimulatedDevice
 
 if TYPE_CHECKING:
     from tests.backend.conftest import Backend

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     import httpx
 
     from tests.backend.conftest import Backend
-    from understudy.simdevice import Lease, SimulatedDevice
+    from tests.support.simdevice import Lease, SimulatedDevice
 
 SECRET_NAME = "login-password"  # noqa: S105 - a vault entry name, not a password
 PLAINTEXT = "fault-suite plaintext q7Zt horse battery 5c1e"

@@ -38,7 +38,7 @@ CLI = Path(sys.executable).parent / "understudy"
 # `understudy serve`, imported ahead and started on a line from stdin (see the module docstring).
 _WARM_SERVE = (
     "import sys\n"
-    "import understudy.app, understudy.cli\n"
+    "import understudy.cli, understudy.http\n"
     "if sys.stdin.readline().strip() != 'serve':\n"
     "    sys.exit(0)\n"  # the test went away before starting it
     "sys.exit(understudy.cli.main(['serve']))\n"

@@ -24,8 +24,8 @@ from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import PLAINTEXT, leaks, open_session, write
 from tests.backend.faults._process import ServerProcess, copy_data_dir
+from tests.support.simdevice import SimulatedDevice
 from understudy.generated import models as m
-from understudy.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from pathlib import Path

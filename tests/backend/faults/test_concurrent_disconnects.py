@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     import httpx
 
-    from understudy.simdevice import SimulatedDevice
+    from tests.support.simdevice import SimulatedDevice
 
 SEED = 20_261_130
 DEVICES = 8

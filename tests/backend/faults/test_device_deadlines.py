@@ -16,8 +16,8 @@ import pytest
 from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
+from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     import httpx

@@ -23,7 +23,7 @@ from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import PLAINTEXT, grants, leaks, open_session, write
 from tests.backend.faults._process import ServerProcess, copy_data_dir
-from understudy.simdevice import Behaviour, SimulatedDevice
+from tests.support.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -18,12 +18,12 @@ import websockets
 from tests.backend.faults._caller import Answer, check_final
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
+from tests.support.simdevice import Behaviour
 from understudy.generated import models as m
-from understudy.simdevice import Behaviour
 
 if TYPE_CHECKING:
     from tests.backend.conftest import Backend
-    from understudy.simdevice import Lease, SimulatedDevice
+    from tests.support.simdevice import Lease, SimulatedDevice
 
 
 def _of(lease: Lease, kind: type[Any], command_id: str) -> list[Any]:

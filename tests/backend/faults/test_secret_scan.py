@@ -27,8 +27,8 @@ from tests.backend.faults._harness import (
     releasing,
     write,
 )
+from tests.support.simdevice import Behaviour
 from understudy._store import vault
-from understudy.simdevice import Behaviour
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import pytest
 
     from tests.backend.conftest import Backend
-    from understudy.simdevice import Lease, SimulatedDevice
+    from tests.support.simdevice import Lease, SimulatedDevice
 
 # The app's loggers and the server's. Litestar configures the root logger when the app is built
 # (its handlers replace pytest's, its level is INFO), and uvicorn's loggers do not propagate, so

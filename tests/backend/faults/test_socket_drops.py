@@ -16,12 +16,12 @@ import pytest
 from tests.backend.faults._caller import check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import hello_acks, open_session, releasing, write
+from tests.support.simdevice import SimulatedDevice
 from understudy.generated import models as m
-from understudy.simdevice import SimulatedDevice
 
 if TYPE_CHECKING:
     from tests.backend.conftest import Backend
-    from understudy.simdevice import Lease
+    from tests.support.simdevice import Lease
 
 
 class DroppingDevice(SimulatedDevice):

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
+import json
+import re
 import stat
 from pathlib import Path
 
@@ -10,7 +13,9 @@ import pytest
 
 from understudy._config import (
     MAX_FRAME_BYTES,
+    VARIABLES,
     ConfigError,
+    ConnectionLimits,
     DeviceTokenEntry,
     QuotaPolicy,
     Settings,
@@ -84,6 +89,10 @@ def test_public_url_follows_host_and_port_and_brackets_ipv6() -> None:
 
 def test_empty_variables_count_as_unset() -> None:
     assert load_settings({"UNDERSTUDY_PORT": "", "QUOTA_POLICY": " "}) == load_settings({})
+
+
+def test_only_the_documented_variable_names_are_read() -> None:
+    assert load_settings({"port": "9000", "understudy_port": "9000"}).port == 8787
 
 
 def test_quota_policy_accepts_camel_and_snake_case() -> None:
@@ -318,3 +327,67 @@ def test_connection_limits_refuse_bad_values_by_name(value: str, message: str) -
     with pytest.raises(ConfigError, match="UNDERSTUDY_CONNECTION_LIMITS") as caught:
         load_settings({"UNDERSTUDY_CONNECTION_LIMITS": value})
     assert message in str(caught.value)
+
+
+RUNBOOK = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+
+
+def _runbook_rows() -> dict[str, str]:
+    """The settings table of the runbook: variable -> its Default cell."""
+    rows = {}
+    for line in RUNBOOK.read_text(encoding="utf-8").splitlines():
+        match = re.match(r"\| `([A-Z_]+)` \| (.*?) \| ", line)
+        if match:
+            rows[match[1]] = match[2]
+    return rows
+
+
+def test_the_runbook_lists_every_setting_with_its_default() -> None:
+    rows = _runbook_rows()
+    assert set(rows) == {*VARIABLES.values(), "UNDERSTUDY_CONFIG", "UNDERSTUDY_CRASH_AFTER"}
+    defaults = Settings()
+    expected = {
+        "host": f"`{defaults.host}`",
+        "port": f"`{defaults.port}`",
+        "data_dir": f"`{defaults.data_dir}`",
+        "public_url": "`http://{host}:{port}`",
+        "unattended_enabled_tenants": "`[]`",
+        "quota": "`{}`",
+        "device_tokens": "`{}`",
+        "sqlite_synchronous": f"`{defaults.sqlite_synchronous}`",
+        "sqlite_group_commit": f"`{str(defaults.sqlite_group_commit).lower()}`",
+        "telemetry_path": "unset",
+        "log_format": f"`{defaults.log_format}`",
+        "connection_limits": "`{}`",
+    }
+    assert defaults.unattended_enabled_tenants == frozenset()
+    assert (dict(defaults.device_tokens), defaults.telemetry_path) == ({}, None)
+    for name, cell in expected.items():
+        assert rows[VARIABLES[name]] == cell, name
+    assert defaults.master_key is None
+    assert rows[VARIABLES["master_key"]].startswith("`data_dir/master.key`")
+    origins = json.dumps(sorted(defaults.allowed_socket_origins))
+    assert rows[VARIABLES["allowed_socket_origins"]].startswith(f"`{origins}`")
+
+
+def test_the_runbook_gives_the_quota_and_connection_limit_defaults() -> None:
+    text = RUNBOOK.read_text(encoding="utf-8")
+    documented = {key: int(n) for key, n in re.findall(r"^\| `(\w+)` \| (\d+)", text, re.M)}
+    assert documented == {
+        _camel(f.name): getattr(QuotaPolicy(), f.name) for f in dataclasses.fields(QuotaPolicy)
+    }
+    row = _runbook_rows()[VARIABLES["connection_limits"]]
+    assert row == "`{}`"
+    line = next(
+        x for x in text.splitlines() if x.startswith(f"| `{VARIABLES['connection_limits']}`")
+    )
+    limits = {key: float(n) for key, n in re.findall(r"`(\w+)` (\d+(?:\.\d+)?)\b", line)}
+    assert limits == {
+        _camel(f.name): float(getattr(ConnectionLimits(), f.name))
+        for f in dataclasses.fields(ConnectionLimits)
+    }
+
+
+def _camel(snake: str) -> str:
+    head, *rest = snake.split("_")
+    return head + "".join(part.capitalize() for part in rest)

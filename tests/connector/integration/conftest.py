@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pathlib import Path
     from uuid import UUID
 
-    from understudy.simdevice import Behaviour, Lease, SimulatedDevice
+    from tests.support.simdevice import Behaviour, Lease, SimulatedDevice
     from understudy_connector import AuditEvent
 
 ORIGINS = ["https://example.com"]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from understudy.simdevice import SimulatedDevice
+    from tests.support.simdevice import SimulatedDevice
 
     from .conftest import Live
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from tests.backend.conftest import start_backend, stop_backend
-from understudy.simdevice import SimulatedDevice
+from tests.support.simdevice import SimulatedDevice
 from understudy_connector import (
     AsyncClient,
     AsyncOperatorClient,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.simdevice import ALL_CAPABILITIES, Behaviour
 from understudy.generated import models as wire
-from understudy.simdevice import ALL_CAPABILITIES, Behaviour
 from understudy_connector import (
     CommandIdConflict,
     CommandOutcomeUnknown,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support.simdevice import Behaviour
 from understudy.generated import models as wire
-from understudy.simdevice import Behaviour
 from understudy_connector import CapacityExhausted, Client, OriginConflict, ProfileConflict
 from understudy_connector.generated.models import SessionTombstone
 

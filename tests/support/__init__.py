@@ -1,0 +1,1 @@
+"""Test doubles shared by the suites, the contract run and the benchmarks (not installed)."""
