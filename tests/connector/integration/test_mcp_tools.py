@@ -25,7 +25,7 @@ from understudy_connector.mcp_server import McpSettings, build_server
 from .conftest import Pace, session_frames
 
 if TYPE_CHECKING:
-    from understudy.simdevice import SimulatedDevice
+    from tests.support.simdevice import SimulatedDevice
     from understudy_connector import WriteRequest
 
     from .conftest import Live
