@@ -81,6 +81,7 @@ td:first-child,td:first-child code{white-space:nowrap;overflow-wrap:normal}
 .s5{border-color:#c23b3b}.badge,.method{display:inline-block;border-radius:4px;padding:0 .4em;
 font-size:.8em;color:#fff;font-weight:600;text-transform:uppercase;vertical-align:middle;background:#667}
 .get,.read{background:#2f7ed8}.post{background:#2f9e58}.delete{background:#c23b3b}
+.put,.patch{background:#9a6a12}
 .write{background:#c2631b}.dir{background:#6d4fc2;text-transform:none}
 @media (max-width:820px){body{display:block}#sidebar{position:static;height:auto;max-height:45vh;
 border-right:0;border-bottom:1px solid var(--line)}}
