@@ -90,8 +90,7 @@ def curl(request: Request) -> str:
     lines = [f"curl -sS -X {request.method.upper()} {shlex.quote(request.url)}"]
     if request.credential:
         lines.append(f'-H "Authorization: Bearer ${request.credential}"')
-    lines += [shlex.quote(f"{name}: {value}") for name, value in request.headers.items()]
-    lines[1:] = [line if line.startswith("-H") else f"-H {line}" for line in lines[1:]]
+    lines += [f"-H {shlex.quote(f'{name}: {value}')}" for name, value in request.headers.items()]
     if request.body is not None:
         lines.append("-H 'Content-Type: application/json'")
         lines.append(f"--data {shlex.quote(json.dumps(request.body, ensure_ascii=False))}")
