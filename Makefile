@@ -19,7 +19,7 @@ GENERATED := backend/src/understudy/generated connector/src/understudy_connector
 EXTENSION_ZIP := extension/understudy-extension.zip
 
 .PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext extension \
-	dist test run study clean fuzz
+	extension-store dist test run study clean fuzz
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) \
@@ -69,6 +69,9 @@ extension: ## Build extension/dist and zip it to extension/understudy-extension.
 	cd extension/dist && ../../$(PY) -m zipfile -c ../understudy-extension.zip *
 	@echo "wrote $(EXTENSION_ZIP)"
 
+extension-store: extension ## The Chrome Web Store zip: no manifest key, no source maps (extension/STORE.md)
+	$(PY) extension/tools/store_zip.py
+
 DIST := dist
 
 dist: extension ## Build the three wheels and the extension zip into dist/ (docs/versioning.md)
@@ -108,6 +111,6 @@ bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 f
 	$(PY) -m bench $(if $(QUICK),--quick)
 
 clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)
-	rm -rf extension/dist $(EXTENSION_ZIP) $(DIST) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf extension/dist $(EXTENSION_ZIP) extension/understudy-extension-store.zip $(DIST) .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune \
 		-exec rm -rf {} +

@@ -1,16 +1,24 @@
 """Render the integrator references: the HTTP API page and the socket frames page.
 
-Both are self-contained HTML5 pages (inline CSS, no script, no external resource), rendered in
-spec order from the spec alone, so the same spec always gives byte-identical pages.
+Both are self-contained HTML5 pages rendered in spec order from the spec alone, so the same spec
+always gives byte-identical pages: inline CSS, a sidebar of every section that stays in view, and
+one small inline script that filters the sidebar as you type. Nothing is loaded from anywhere; the
+page's own Content-Security-Policy allows no source at all but its inline style and that one
+script, by hash, so it works as a file, behind a server that sends no policy, or under a strict one.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import re
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from markdown_it import MarkdownIt
+
+from codegen import _samples
 from codegen._bundle import resolve
 
 if TYPE_CHECKING:
@@ -43,8 +51,20 @@ SOCKETS = ("device-socket.json", "session-socket.json")
 CSS = """
 :root{--fg:#1d2330;--mute:#5b6475;--line:#d9dde5;--soft:#f4f6f9;--acc:#2454c5}
 *{box-sizing:border-box}
-body{margin:0;color:var(--fg);font:15px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif}
-main{max-width:1040px;margin:0 auto;padding:1rem}h1{font-size:1.7rem;margin:.5rem 0}
+body{margin:0;color:var(--fg);font:15px/1.55 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;
+display:grid;grid-template-columns:19rem minmax(0,1fr)}
+main{max-width:1040px;padding:1rem 1.5rem;min-width:0}h1{font-size:1.7rem;margin:.5rem 0}
+[hidden]{display:none!important}
+#sidebar{position:sticky;top:0;height:100vh;overflow-y:auto;padding:.8rem .8rem 2rem;
+border-right:1px solid var(--line);background:#fafbfc;font-size:13px;line-height:1.4}
+#sidebar ul{list-style:none;margin:0;padding:0 0 0 .7rem}#sidebar>ul{padding:0}
+#sidebar a{display:block;padding:.12rem 0;text-decoration:none;overflow-wrap:anywhere}
+#sidebar a:hover,#sidebar a:focus{text-decoration:underline}
+#sidebar .group>a{font-weight:600;margin-top:.55rem}
+#sidebar code{background:none;padding:0}
+#search{width:100%;font:inherit;font-size:14px;padding:.35rem .5rem;border:1px solid var(--line);
+border-radius:5px}
+pre.sample{white-space:pre}
 a{color:var(--acc)}
 h2{font-size:1.35rem;margin-top:2.5rem;border-bottom:2px solid var(--line);padding-bottom:.2rem}
 h3{font-size:1.1rem;margin-top:2rem}h4{font-size:1rem;margin:1.2rem 0 .3rem}.mute{color:var(--mute)}
@@ -54,24 +74,86 @@ code{background:var(--soft);padding:0 .25em;border-radius:3px;overflow-wrap:anyw
 pre{background:var(--soft);padding:.7rem;border-radius:6px;overflow-x:auto}
 table{border-collapse:collapse;width:100%;margin:.4rem 0}th{background:var(--soft)}
 th,td{border:1px solid var(--line);padding:.3rem .5rem;text-align:left;vertical-align:top}
-td.name,td.name code{white-space:nowrap;overflow-wrap:normal}
+td:first-child,td:first-child code{white-space:nowrap;overflow-wrap:normal}
 .op,.def{border:1px solid var(--line);border-radius:8px;padding:.2rem 1rem .8rem;margin:1.2rem 0}
 .resp{border-left:4px solid var(--line);padding-left:.8rem;margin:1.2rem 0}
 .resp>h4 code{font-size:1rem;font-weight:700}.s2{border-color:#2f9e58}.s4{border-color:#d08a1c}
 .s5{border-color:#c23b3b}.badge,.method{display:inline-block;border-radius:4px;padding:0 .4em;
 font-size:.8em;color:#fff;font-weight:600;text-transform:uppercase;vertical-align:middle;background:#667}
 .get,.read{background:#2f7ed8}.post{background:#2f9e58}.delete{background:#c23b3b}
+.put,.patch{background:#9a6a12}
 .write{background:#c2631b}.dir{background:#6d4fc2;text-transform:none}
+@media (max-width:820px){body{display:block}#sidebar{position:static;height:auto;max-height:45vh;
+border-right:0;border-bottom:1px solid var(--line)}}
 @media (max-width:640px){main{padding:.5rem}.op,.def{padding:.1rem .5rem .5rem}
 .scroll table{min-width:620px}}
 """
 
+# Filters the sidebar as you type: an entry stays when every word typed is in its method, path,
+# summary, operationId or schema name; a group stays when its own name matches or one of its
+# entries does. `/` focuses the box, Enter jumps to the first entry left. No handler attributes,
+# nothing fetched: the page's policy allows this script by its hash and nothing else.
+SCRIPT = """
+(function () {
+  var box = document.getElementById("search");
+  var empty = document.getElementById("search-empty");
+  var groups = Array.prototype.slice.call(document.querySelectorAll("#sidebar li.group"));
+  function matches(node, words) {
+    var text = node.getAttribute("data-q");
+    return words.every(function (w) { return text.indexOf(w) >= 0; });
+  }
+  function filter() {
+    var words = box.value.toLowerCase().split(/\\s+/).filter(Boolean);
+    var shown = 0;
+    groups.forEach(function (group) {
+      var own = matches(group, words);
+      var any = false;
+      group.querySelectorAll("li[data-q]").forEach(function (item) {
+        var hit = own || matches(item, words);
+        item.hidden = !hit;
+        any = any || hit;
+        if (hit) { shown += 1; }
+      });
+      group.hidden = !(own || any);
+      if (own) { shown += 1; }
+    });
+    empty.hidden = shown > 0;
+  }
+  box.addEventListener("input", filter);
+  box.addEventListener("keydown", function (event) {
+    if (event.key !== "Enter") { return; }
+    var first = document.querySelector("#sidebar li:not([hidden]) > ul > li:not([hidden]) > a")
+      || document.querySelector("#sidebar li.group:not([hidden]) > a");
+    if (first) { window.location.hash = first.getAttribute("href"); }
+  });
+  document.addEventListener("keydown", function (event) {
+    if (event.key === "/" && document.activeElement !== box) {
+      event.preventDefault();
+      box.focus();
+    }
+  });
+})();
+"""
+# The page allows itself nothing but its inline style and the script above (by hash), so it is
+# safe to open from disk or serve as is; a server's own policy can only narrow it further.
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-"
+    + base64.b64encode(hashlib.sha256(SCRIPT.encode()).digest()).decode()
+    + "'; base-uri 'none'; form-action 'none'"
+)
 
-def render_api_reference(spec: Spec, schema_files: tuple[str, ...] = SHARED) -> str:
+
+def render_api_reference(
+    spec: Spec,
+    schema_files: tuple[str, ...] = SHARED,
+    python_client: _samples.PythonClient = "connector",
+) -> str:
     """The HTTP API reference for integrators, from `spec.openapi` and the bundled schemas.
 
     `schema_files` are the schema files whose definitions get a section each after the API's own
-    (Understudy's shared frame files by default).
+    (Understudy's shared frame files by default). Each operation gets a curl and a Python sample;
+    `python_client` says whether the Python one calls the Understudy connector where it has a
+    method for the operation, or always httpx (another API built with this renderer).
     """
     api, info = spec.openapi, spec.openapi.get("info", {})
     out = [
@@ -104,20 +186,13 @@ def render_api_reference(spec: Spec, schema_files: tuple[str, ...] = SHARED) -> 
         )
     )
     groups = _operations_by_tag(api)
-    out.append("<h2 id=operations>Operations</h2><nav><ul>")
-    for tag, ops in groups.items():
-        out.append(f"<li><a href='#tag-{_id(tag)}'>{escape(tag)}</a><ul>")
-        out += [
-            f"<li><a href='#op-{_id(op['operationId'])}'><code>{method.upper()} "
-            f"{escape(path)}</code></a> {escape(op.get('summary', ''))}</li>"
-            for path, method, op, _ in ops
-        ]
-        out.append("</ul></li>")
-    out.append("<li><a href='#schemas'>Schemas</a></li></ul></nav>")
     tag_docs = {t["name"]: t.get("description", "") for t in api.get("tags", [])}
     for tag, ops in groups.items():
         out.append(f"<h2 id=tag-{_id(tag)}>{escape(tag)}</h2>{_md(tag_docs.get(tag, ''))}")
-        out += [_operation(spec, path, method, op, params) for path, method, op, params in ops]
+        out += [
+            _operation(spec, path, method, op, params, python_client)
+            for path, method, op, params in ops
+        ]
     out.append("<h2 id=schemas>Schemas</h2>")
     api_names = list(api.get("components", {}).get("schemas", {}))
     out.append(
@@ -137,15 +212,8 @@ def render_frames_reference(spec: Spec) -> str:
     out = [
         f"<h1>Understudy socket frames <span class=mute>{escape(str(version))}</span></h1>",
         _md(spec.frame_files.get("frames.json", {}).get("description", "")),
-        "<nav><ul>",
     ]
     sockets = [f for f in SOCKETS if f in spec.frame_files]
-    out += [
-        f"<li><a href='#file-{_id(f)}'>{escape(_title(spec, f))}</a></li>"
-        for f in (*sockets, *SHARED)
-        if f in spec.frame_files
-    ]
-    out.append("</ul></nav>")
     done: set[str] = set()
     for fname in sockets:
         out.append(
@@ -173,13 +241,65 @@ def render_frames_reference(spec: Spec) -> str:
 
 
 def _page(title: str, body: list[str]) -> str:
+    main = "\n".join(part for part in body if part)
     return (
         f"<!doctype html>\n{HEADER}\n<html lang=en>\n<head>\n<meta charset=utf-8>\n"
+        f'<meta http-equiv=Content-Security-Policy content="{CSP}">\n'
         "<meta name=viewport content='width=device-width, initial-scale=1'>\n"
-        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
-        + "\n".join(part for part in body if part)
-        + "\n</main>\n</body>\n</html>\n"
+        f"<title>{escape(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
+        f"{_sidebar(main)}\n<main>\n{main}\n</main>\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     )
+
+
+# What the sidebar lists, found in the rendered page itself so every link has its target: the
+# page's headings with an id, each operation (method, path, summary, operationId) and each schema.
+_ENTRY = re.compile(
+    r"<h2 id=(?P<group>[^ >]+)>(?P<glabel>.*?)</h2>"
+    r"|<section class=op id=(?P<op>[^ >]+)><h3><span class='method (?P<method>\w+)'>\w+</span>"
+    r" <code>(?P<path>[^<]*)</code></h3><p><strong>(?P<summary>.*?)</strong>"
+    r"|<section class=def id=(?P<def>[^ >]+)><h3>(?P<dlabel>[^<]*)"
+    r"|<h3 id=(?P<union>schema-[^ >]+)>(?P<ulabel>[^<]*)"
+)
+
+
+def _text(html: str) -> str:
+    return re.sub(r"<[^>]+>", "", html).strip()
+
+
+def _sidebar(main: str) -> str:
+    """A navigation list of every heading, operation and schema, grouped by `h2`, with search."""
+    out = [
+        "<nav id=sidebar aria-label=Contents>",
+        "<input type=search id=search placeholder='Search operations and schemas (/)'"
+        " aria-label='Search operations and schemas' autocomplete=off>",
+        "<p id=search-empty class=mute hidden>Nothing matches.</p><ul>",
+    ]
+    open_group = False
+    for m in _ENTRY.finditer(main):
+        if m["group"]:
+            label = _text(m["glabel"])
+            out.append(
+                ("</ul></li>" if open_group else "")
+                + f"<li class=group data-q='{escape(label.lower())}'>"
+                f"<a href='#{m['group']}'>{escape(label) or m['group']}</a><ul>"
+            )
+            open_group = True
+            continue
+        if m["op"]:
+            summary = _text(m["summary"])
+            oid = m["op"].removeprefix("op-")
+            terms = f"{m['method']} {_text(m['path'])} {summary} {oid}".lower()
+            link = (
+                f"<a href='#{m['op']}' title='{escape(summary)}'><span class='method "
+                f"{m['method']}'>{m['method']}</span> <code>{m['path']}</code></a>"
+            )
+        else:
+            anchor, label = (m["def"], m["dlabel"]) if m["def"] else (m["union"], m["ulabel"])
+            terms = _text(label).lower()
+            link = f"<a href='#{anchor}'>{escape(_text(label))}</a>"
+        out.append(f"<li data-q='{escape(terms)}'>{link}</li>")
+    out.append(("</ul></li>" if open_group else "") + "</ul></nav>")
+    return "".join(out).replace("<ul></ul>", "")
 
 
 def _title(spec: Spec, fname: str) -> str:
@@ -211,13 +331,14 @@ def _groups(
     """Definitions by group, then every definition they (or `extra`) link to not yet shown."""
     out: list[str] = []
     for label, anchor, description, names in groups:
-        out.append(f"<h2{f' id={anchor}' if anchor else ''}>{escape(label)}</h2>{_md(description)}")
+        anchor = anchor or f"group-{_id(label)}"
+        out.append(f"<h2 id={anchor}>{escape(label)}</h2>{_md(description)}")
         out += [_definition(spec, n) for n in names if n not in done]
         done.update(names)
     shown = [spec.defs[n] for n in spec.defs if n in done]  # spec order, not set order
     missing = [n for n in _closure(spec, [extra, *shown], []) if n not in done]
     if missing:
-        out.append("<h2>Other referenced definitions</h2>")
+        out.append("<h2 id=other-definitions>Other referenced definitions</h2>")
         out += [_definition(spec, n) for n in missing]
     return "\n".join(out)
 
@@ -294,7 +415,14 @@ def _root_ref(spec: Spec, ref: str) -> str:
     return ref
 
 
-def _operation(spec: Spec, path: str, method: str, op: Json, params: list[Json]) -> str:
+def _operation(
+    spec: Spec,
+    path: str,
+    method: str,
+    op: Json,
+    params: list[Json],
+    python_client: _samples.PythonClient,
+) -> str:
     api, oid = spec.openapi, op["operationId"]
     out = [
         f"<section class=op id=op-{_id(oid)}><h3><span class='method {method}'>{method}</span>"
@@ -305,6 +433,15 @@ def _operation(spec: Spec, path: str, method: str, op: Json, params: list[Json])
     security = op["security"] if "security" in op else api.get("security") or []
     names = [f"<a href='#security-{_id(n)}'>{escape(n)}</a>" for req in security for n in req]
     out.append(f"<p>Security: {', '.join(names) if names else 'none (public)'}</p>")
+    request = _samples.build(spec, path, method, op, params, lambda node: _norm(spec, node))
+    label, code = _samples.python(spec, request, op, python_client)
+    out.append(
+        "<h4>Request samples</h4>"
+        f"<p class=mute>curl</p><pre class=sample data-lang=curl><code>"
+        f"{escape(_samples.curl(request))}</code></pre>"
+        f"<p class=mute>{escape(label)}</p><pre class=sample data-lang=python><code>"
+        f"{escape(code)}</code></pre>"
+    )
     if params:
         out.append(
             "<h4>Parameters</h4>"
@@ -583,49 +720,32 @@ def _id(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", text)
 
 
-_CODE = re.compile(r"(`[^`]+`)")
-_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+# CommonMark plus pipe tables; raw HTML in a description is text, never markup (`html: False`),
+# markdown-it's link validation drops `javascript:`, `vbscript:`, `file:` and `data:` targets, and
+# images are off: the page loads nothing, and its policy would block them anyway.
+_MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+_MARKDOWN.enable("table").disable("image")
 
 
 def _inline(text: str) -> str:
-    """Inline Markdown: `code`, **bold**, *emphasis* and [links](target); the rest escaped."""
-    out = []
-    for i, part in enumerate(_CODE.split(text)):
-        if i % 2:
-            out.append(f"<code>{escape(part[1:-1])}</code>")
-            continue
-        part = _LINK.sub(
-            lambda m: (
-                m.group(1)
-                if m.group(2).lower().startswith("javascript:")
-                else f'<a href="{m.group(2)}">{m.group(1)}</a>'
-            ),
-            escape(part),
-        )
-        part = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", part)
-        out.append(re.sub(r"(?<![*\w])\*(?!\s)(.+?)(?<!\s)\*(?![*\w])", r"<em>\1</em>", part))
-    return "".join(out)
+    """One line of Markdown as inline HTML (code, emphasis, links); everything else escaped."""
+    return str(_MARKDOWN.renderInline(text)).strip()
 
 
 def _md(text: str, inline: bool = False) -> str:
-    """Block Markdown: paragraphs, bullet lists and pipe tables, blocks split by blank lines."""
-    blocks = [b for b in re.split(r"\n\s*\n", text.strip()) if b.strip()]
-    if inline and len(blocks) <= 1:
-        return _inline(" ".join(line.strip() for line in text.strip().splitlines()))
-    out = []
-    for block in blocks:
-        lines = [line.strip() for line in block.strip().splitlines()]
-        if len(lines) >= 2 and all(line.startswith("|") for line in lines):
-            rows = [[_inline(c.strip()) for c in line.strip("|").split("|")] for line in lines]
-            out.append(_table(rows[0], rows[2:]))
-        elif lines[0].startswith(("- ", "* ")):
-            items: list[str] = []
-            for line in lines:
-                if line.startswith(("- ", "* ")):
-                    items.append(line[2:])
-                elif items:
-                    items[-1] += " " + line
-            out.append("<ul>" + "".join(f"<li>{_inline(i)}</li>" for i in items) + "</ul>")
-        else:
-            out.append(f"<p>{_inline(' '.join(lines))}</p>")
-    return "".join(out)
+    """A description as HTML; with `inline`, a single paragraph comes back without its `<p>`."""
+    text = text.strip()
+    if not text:
+        return ""
+    if (
+        inline
+        and not re.search(r"\n\s*\n", text)
+        and not text.lstrip().startswith(("- ", "* ", "|"))
+    ):
+        return _inline(" ".join(line.strip() for line in text.splitlines()))
+    html = str(_MARKDOWN.render(text))
+    # Wide tables scroll inside their own box, like the generated ones.
+    html = html.replace("<table>", "<div class=scroll><table>").replace(
+        "</table>", "</table></div>"
+    )
+    return html.strip()

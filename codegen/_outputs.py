@@ -121,7 +121,9 @@ def render_synthetic_users(spec: Spec) -> dict[str, str]:
 
     wire = _su_wire((TEMPLATES / "wire.py").read_text())
     models = _datamodel(spec, header=SU_HEADER).replace("__WIRE_PACKAGE__", SU_PACKAGE)
-    reference = render_api_reference(spec, schema_files=tuple(spec.frame_files))
+    reference = render_api_reference(
+        spec, schema_files=tuple(spec.frame_files), python_client="httpx"
+    )
     return {
         f"{SU_PACKAGE_DIR}/__init__.py": f'"""Models generated from the spec ({SU_HEADER})."""\n',
         f"{SU_PACKAGE_DIR}/_wire.py": f"# {SU_HEADER}\n{wire}",

@@ -7,6 +7,12 @@ site through the connector: create an unattended session, navigate, snapshot, fi
 fill the password with `fill_secret`, click "Sign in", read the page behind the login, delete the
 session. Each step prints its status and latency; everything started is stopped at the end.
 `--serve` keeps the backend (and the browser) running for manual use.
+
+SIGINT, SIGTERM and SIGHUP stop it the same way at any step, in the foreground (Ctrl-C) or in the
+background (`make run ARGS=--serve &`, then `kill -TERM` to make or to this process): the main
+task is cancelled, the browser and the backend, which run in sessions of their own so a
+terminal's Ctrl-C reaches only this process, are stopped, the temporary data directory removed,
+and the exit status is 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +53,7 @@ EXTENSION_ID = re.search(
 TENANT = "demo"
 DEVICE = "local-chromium"
 SECRET = "demo-password"  # noqa: S105 - the vault entry's name, not a password
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass
@@ -209,15 +217,14 @@ async def main_job(args: argparse.Namespace) -> int:
                 return any(d.online for d in client.list_devices().devices)
 
             await _wait(online, "the extension's device connection", 30)
-        await asyncio.to_thread(_workflow, client, site, report)
+        await _in_daemon_thread(_workflow, client, site, report)
         if args.serve:
             print(
                 f"\nServing: API reference {base_url}/docs, API key {api_key}\n"
                 "Ctrl-C stops everything.",
                 flush=True,
             )
-            with contextlib.suppress(KeyboardInterrupt, asyncio.CancelledError):
-                await asyncio.Event().wait()
+            await asyncio.Event().wait()  # until a signal cancels the task
     except Exception as exc:
         print(f"\nThe main job stopped: {exc}", file=sys.stderr)
         return _summary(report, started, ok=False)
@@ -276,6 +283,66 @@ def _summary(report: Report, started: float, *, ok: bool) -> int:
     return 0 if ok and not failed else 1
 
 
+async def _in_daemon_thread(function: Callable[..., object], *args: object) -> None:
+    """Run blocking `function` in a daemon thread and wait for it.
+
+    Not `asyncio.to_thread`: when a signal cancels the wait, `asyncio.run` would then block until
+    the executor's thread returns, and a connector call can wait for tens of seconds. A daemon
+    thread is left behind instead; its backend and browser are gone by then, so it fails fast,
+    and it cannot keep the process alive.
+    """
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def body() -> None:
+        try:
+            function(*args)
+        except BaseException as exc:  # handed to the awaiting task, which re-raises it
+            loop.call_soon_threadsafe(settle, exc)
+        else:
+            loop.call_soon_threadsafe(settle, None)
+
+    threading.Thread(target=body, name="main-job-workflow", daemon=True).start()
+    await done
+
+
+async def _until_signal(args: argparse.Namespace) -> int:
+    """`main_job`, cancelled (and so cleaned up) by the first stop signal; 128 + its number then."""
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        if not received:
+            print(f"\n{signal.Signals(signum).name}: stopping everything …", flush=True)
+        received.append(signum)
+        job.cancel()
+
+    job = asyncio.ensure_future(main_job(args))
+    for signum in STOP_SIGNALS:
+        # Also when the shell started us with SIGINT ignored (a background job without job
+        # control): `kill -INT` is then still a request to stop.
+        loop.add_signal_handler(signum, stop, signum)
+    try:
+        return await job
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        name = signal.Signals(received[0]).name
+        print(f"Main job stopped by {name}; nothing left running.", flush=True)
+        return 128 + received[0]
+    finally:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+
 def _stop_process(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGTERM)
@@ -292,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--headless", action="store_true", help="headless even with a display")
     parser.add_argument("--port", type=int, help="backend port (default: a free one)")
     parser.add_argument("--data-dir", help="keep SQLite and the profile here (default: a temp dir)")
-    return asyncio.run(main_job(parser.parse_args(argv)))
+    return asyncio.run(_until_signal(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ DIST = EXTENSION / "dist"
 
 def build_extension() -> str:
     """Build `extension/dist` unless it is newer than every source; says which it did."""
-    sources = [p for p in (EXTENSION / "src").rglob("*") if p.is_file()]
+    sources = [p for d in ("src", "static") for p in (EXTENSION / d).rglob("*") if p.is_file()]
     sources += [EXTENSION / "manifest.json", EXTENSION / "build.mjs"]
     built = DIST / "background.js"
     if built.exists() and built.stat().st_mtime >= max(p.stat().st_mtime for p in sources):

@@ -16,7 +16,10 @@ describe("extension id", () => {
     expect(manifest.manifest_version).toBe(3);
     expect(manifest.background).toEqual({ service_worker: "background.js", type: "module" });
     expect([...manifest.permissions].sort()).toEqual(["alarms", "debugger", "declarativeNetRequest", "storage", "tabs", "webNavigation"]);
-    expect(manifest.host_permissions).toEqual(["http://127.0.0.1/*", "http://localhost/*"]);
-    expect(manifest.optional_host_permissions).toEqual(["https://*/*"]);
+    // Granted at install: the service origin a policy sets needs no click (see hostPermissions.test.ts).
+    expect(manifest.host_permissions).toEqual(["http://127.0.0.1/*", "http://localhost/*", "https://*/*"]);
+    expect("optional_host_permissions" in manifest).toBe(false);
+    expect(manifest.icons).toEqual({ "16": "icon-16.png", "48": "icon-48.png", "128": "icon-128.png" });
+    expect(manifest.action.default_icon).toEqual(manifest.icons);
   });
 });

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from functools import cache
+from html import unescape
 from html.parser import HTMLParser
 from typing import Any
 
+import httpx
 import pytest
 
+import understudy_connector as connector
 from codegen._bundle import ROOT, SPEC, Spec, load
 from codegen._docs import _md, render_api_reference, render_frames_reference
 
@@ -131,16 +137,156 @@ def test_pages_nest_properly_and_every_anchor_link_resolves(which: str) -> None:
     assert broken == []
 
 
+def _without_samples(page: str) -> str:
+    return re.sub(r"<pre class=sample data-lang=\w+>.*?</pre>", "", page, flags=re.DOTALL)
+
+
 def test_pages_load_nothing_external() -> None:
     spec_text = (SPEC / "openapi.yaml").read_text() + "".join(
         p.read_text() for p in sorted((SPEC / "frames").glob("*.json"))
     )
     for page in pages():
         lowered = page.lower()
-        for needle in ("<script", "<link", "@import", "src=", "url(", "<iframe"):
+        for needle in ("<link", "@import", "src=", "url(", "<iframe", "<img", "fetch(", "xmlhttp"):
             assert needle not in lowered, needle
-        for url in re.findall(r"https?://[^\s\"'<>&]*", page):
+        assert lowered.count("<script") == 1 and "<script>" in lowered  # inline, no src
+        for url in re.findall(r"https?://[^\s\"'<>&]*", _without_samples(page)):
             assert url in spec_text, f"{url} is not copied from the spec"
+
+
+def test_the_page_policy_allows_exactly_its_own_script_and_nothing_from_elsewhere() -> None:
+    for page in pages():
+        policy = re.search(r'<meta http-equiv=Content-Security-Policy content="([^"]+)">', page)
+        assert policy, "no Content-Security-Policy"
+        directives = dict(d.strip().split(" ", 1) for d in policy.group(1).split(";"))
+        assert directives["default-src"] == "'none'"
+        assert directives["style-src"] == "'unsafe-inline'"
+        script = re.search(r"<script>(.*?)</script>", page, re.DOTALL)
+        assert script
+        digest = base64.b64encode(hashlib.sha256(script.group(1).encode()).digest()).decode()
+        assert directives["script-src"] == f"'sha256-{digest}'"
+        # No handler attributes (`onclick=`): a script hash cannot allow them.
+        assert re.search(r"<[^>]+\son\w+=", page) is None
+
+
+class _Sidebar(HTMLParser):
+    """The hrefs inside `<nav id=sidebar>` and the ids of the whole page."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.depth = 0
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self.search: dict[str, str | None] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if values.get("id"):
+            self.ids.add(str(values["id"]))
+        if tag == "nav" and values.get("id") == "sidebar":
+            self.depth = 1
+        elif self.depth and tag not in VOID:
+            self.depth += 1
+        if self.depth and tag == "a":
+            self.links.append(str(values.get("href")))
+        if self.depth and tag == "input":
+            self.search = values
+
+    def handle_endtag(self, tag: str) -> None:
+        if self.depth and tag not in VOID:
+            self.depth -= 1
+
+
+@pytest.mark.parametrize("which", ["api", "frames"])
+def test_sidebar_links_every_operation_and_schema_and_each_link_resolves(which: str) -> None:
+    page = api_page() if which == "api" else frames_page()
+    parser = _Sidebar()
+    parser.feed(page)
+    assert parser.search.get("type") == "search" and parser.search.get("id") == "search"
+    assert parser.links, "empty sidebar"
+    assert [h for h in parser.links if not h.startswith("#") or h[1:] not in parser.ids] == []
+    sections = re.findall(r"<section class=(?:op|def) id=([^ >]+)>", page)
+    assert sections
+    assert {f"#{s}" for s in sections} <= set(parser.links)
+    assert "position:sticky" in page  # stays in view while the page scrolls
+
+
+def samples(oid: str) -> dict[str, str]:
+    found = re.findall(
+        r"<pre class=sample data-lang=(\w+)><code>(.*?)</code></pre>", op_section(oid), re.S
+    )
+    return {lang: unescape(code) for lang, code in found}
+
+
+def test_every_operation_has_a_curl_and_a_python_sample_from_the_spec() -> None:
+    server = spec().openapi["servers"][0]["url"]
+    for oid, op in operations():
+        found = samples(oid)
+        assert set(found) == {"curl", "python"}, oid
+        curl = found["curl"]
+        assert curl.startswith("curl -sS -X "), oid
+        assert server in curl and server in found["python"], oid
+        words = shlex.split(curl.replace("\\\n", " "))
+        url = words[4]
+        assert "{" not in url, f"{oid}: path parameter left unfilled in {url}"
+        if op.get("security", spec().openapi.get("security")):
+            assert "Authorization: Bearer $" in curl, oid
+        if "requestBody" in op:
+            body = json.loads(words[words.index("--data") + 1])
+            assert body, oid
+        compile(found["python"], oid, "exec")
+
+
+def test_samples_fill_in_examples_and_the_idempotency_key() -> None:
+    create, submit = samples("createSession"), samples("submitCommand")
+    assert re.search(r"-H 'Idempotency-Key: [0-9a-f-]{36}'", create["curl"])
+    assert '"profileStateKey": "crm-bot-profile"' in create["curl"]
+    assert 'profile_state_key="crm-bot-profile"' in create["python"]
+    session_id = spec().defs["SessionId"]["examples"][0]
+    assert f"/v1/sessions/{session_id}/commands" in submit["curl"]
+    assert "models.SnapshotCommand.model_validate(" in submit["python"]
+    assert "Idempotency-Key" not in samples("getSession")["curl"]
+
+
+def test_python_samples_call_the_connector_where_it_has_the_operation() -> None:
+    clients = {"Client": connector.Client, "OperatorClient": connector.OperatorClient}
+    via_httpx = []
+    for oid, _ in operations():
+        code = samples(oid)["python"]
+        used = re.search(r"^with (\w+)\(", code, re.MULTILINE)
+        if used is None:
+            assert "import httpx" in code, oid
+            via_httpx.append(oid)
+            continue
+        method = re.search(r"result = client\.(\w+)\(", code)
+        assert method and callable(getattr(clients[used.group(1)], method.group(1), None)), oid
+        assert "from understudy_connector import " + used.group(1) in code
+    # Only what the connector does not do for a consumer or an operator goes through httpx.
+    assert sorted(via_httpx) == ["createConnectTicket", "healthz", "metrics", "readyz"]
+
+
+def test_connector_samples_run_against_a_fake_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each connector sample, executed with the client's transport faked, sends its request."""
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setenv("CONSUMER_API_KEY", "usk_sample")
+    monkeypatch.setenv("OPERATOR_TOKEN", "uop_sample")
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append((request.method, request.url.path))
+        problem = {"type": "about:blank", "title": "Bad request", "status": 400}
+        return httpx.Response(400, json={**problem, "code": "invalid_request"})
+
+    for oid, op in operations():
+        code = samples(oid)["python"]
+        if "understudy_connector" not in code:
+            continue
+        sent.clear()
+        code = re.sub(r"\) as client:", ", transport=httpx.MockTransport(answer)) as client:", code)
+        with pytest.raises(connector.ProblemError):
+            exec(compile(code, oid, "exec"), {"httpx": httpx, "answer": answer})  # noqa: S102
+        path = next(p for p, item in spec().openapi["paths"].items() if op in item.values())
+        pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(path))
+        assert sent and re.fullmatch(pattern, sent[0][1]), (oid, sent)
 
 
 def test_every_operation_and_status_is_documented_under_its_operation() -> None:
@@ -169,7 +315,7 @@ def test_every_problem_code_appears_with_the_status_that_carries_it() -> None:
 
 def test_submit_command_outcome_table_renders_from_markdown() -> None:
     section = op_section("submitCommand")
-    assert "<td class=name><code>409 command_outcome_unknown</code></td>" in section
+    assert "<td><code>409 command_outcome_unknown</code></td>" in section
     assert "<strong>Do not retry</strong>" in section
 
 
@@ -220,14 +366,24 @@ def test_every_schema_of_the_api_and_catalog_is_anchored() -> None:
             assert f"id=schema-{name}>" in frames_page(), name
 
 
-def test_markdown_subset_escapes_everything_else() -> None:
-    html = _md("a <script>x</script> & `<b>` **bold** *em* [doc](#schema-Ref)\n\n- one\n- two")
+def test_markdown_renders_code_links_lists_and_tables_and_escapes_raw_html() -> None:
+    html = _md(
+        "a <script>x</script> & `<b>` **bold** *em* [doc](#schema-Ref)\n\n- one\n- two\n\n"
+        '1. first\n2. second\n\n```json\n{"a": "<i>"}\n```\n\n| h | k |\n|---|---|\n| `c` | d |'
+    )
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "<code>&lt;b&gt;</code>" in html and "&amp;" in html
     assert "<strong>bold</strong>" in html and "<em>em</em>" in html
     assert '<a href="#schema-Ref">doc</a>' in html
-    assert "<ul><li>one</li><li>two</li></ul>" in html
-    assert "<a" not in _md("[x](javascript:alert(1))")
+    assert re.search(r"<ul>\s*<li>one</li>\s*<li>two</li>\s*</ul>", html)
+    assert re.search(r"<ol>\s*<li>first</li>\s*<li>second</li>\s*</ol>", html)
+    assert '<pre><code class="language-json">{&quot;a&quot;: &quot;&lt;i&gt;&quot;}' in html
+    assert "<div class=scroll><table>" in html and "<td><code>c</code></td>" in html
+    for target in ("javascript:alert(1)", "vbscript:x", "data:text/html,x"):
+        assert "<a" not in _md(f"[x]({target})"), target
+    assert "<img" not in _md("![x](https://example.com/a.png) <img src=x onerror=y>")
+    assert "&lt;img src=x onerror=y&gt;" in _md("<img src=x onerror=y>")
+    assert _md("one `line`", inline=True) == "one <code>line</code>"
 
 
 def test_rendering_is_deterministic_across_runs_and_hash_seeds() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from html import unescape
 from html.parser import HTMLParser
 
 from codegen._bundle import ROOT, SU_SPEC, load_synthetic_users
@@ -17,7 +18,7 @@ METHODS = ("get", "put", "post", "delete", "patch")
 @cache
 def page() -> str:
     spec = load_synthetic_users()
-    return render_api_reference(spec, schema_files=tuple(spec.frame_files))
+    return render_api_reference(spec, schema_files=tuple(spec.frame_files), python_client="httpx")
 
 
 class _Anchors(HTMLParser):
@@ -70,7 +71,42 @@ def test_the_page_loads_nothing_external() -> None:
         p.read_text() for p in sorted((SU_SPEC / "schemas").glob("*.json"))
     )
     lowered = page().lower()
-    for needle in ("<script", "<link", "@import", "src=", "url(", "<iframe"):
+    for needle in ("<link", "@import", "src=", "url(", "<iframe", "<img", "fetch("):
         assert needle not in lowered, needle
-    for url in re.findall(r"https?://[^\s\"'<>&]*", page()):
+    assert lowered.count("<script") == 1 and "<script>" in lowered  # inline, allowed by hash
+    assert "default-src 'none'" in page() and "script-src 'sha256-" in page()
+    outside_samples = re.sub(r"<pre class=sample data-lang=\w+>.*?</pre>", "", page(), flags=re.S)
+    for url in re.findall(r"https?://[^\s\"'<>&]*", outside_samples):
         assert url in text, f"{url} is not copied from the spec"
+
+
+def test_every_operation_has_a_curl_and_an_httpx_sample_and_a_sidebar_entry() -> None:
+    spec = load_synthetic_users()
+    server = spec.openapi["servers"][0]["url"]
+    parser = _Anchors()
+    parser.feed(page())
+    sidebar = page()[page().index("<nav id=sidebar") : page().index("</nav>")]
+    for item in spec.openapi["paths"].values():
+        for method in (m for m in item if m in METHODS):
+            oid = item[method]["operationId"]
+            assert f"<a href='#op-{oid}'" in sidebar, oid
+            section = re.search(rf"<section class=op id=op-{oid}>(.*?)</section>", page(), re.S)
+            assert section, oid
+            found = dict(
+                re.findall(
+                    r"<pre class=sample data-lang=(\w+)><code>(.*?)</code></pre>",
+                    section.group(1),
+                    re.S,
+                )
+            )
+            assert set(found) == {"curl", "python"}, oid
+            curl, python = unescape(found["curl"]), unescape(found["python"])
+            assert curl.startswith(f"curl -sS -X {method.upper()} {server}"), oid
+            assert "{" not in curl.split()[4], oid
+            assert "import httpx" in python and "understudy_connector" not in python, oid
+            compile(python, oid, "exec")
+    tail = page()[page().index("id=op-createRun>") :]
+    create = re.search(r"data-lang=curl><code>(.*?)</code>", tail, re.S)
+    assert create
+    curl = unescape(create.group(1))
+    assert "-H 'Idempotency-Key: " in curl and "--data '{" in curl

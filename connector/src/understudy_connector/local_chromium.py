@@ -215,14 +215,22 @@ async def launch(
     """
     process, log = _spawn(profile, extension, urls, extra, headless)
     deadline = time.monotonic() + LAUNCH_TIMEOUT_S
-    while (port := devtools_port(profile)) is None:
-        if process.poll() is not None:
-            raise RuntimeError(f"Chromium exited with {process.returncode}; see {log}")
-        if time.monotonic() > deadline:
+    try:
+        while (port := devtools_port(profile)) is None:
+            if process.poll() is not None:
+                raise RuntimeError(f"Chromium exited with {process.returncode}; see {log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"Chromium did not open DevTools in {LAUNCH_TIMEOUT_S} s; see {log}"
+                )
+            await asyncio.sleep(0.05)
+    except BaseException:
+        # Timed out, or cancelled (a signal while starting): the caller never gets a handle to
+        # kill, so the browser must not outlive this call.
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            raise RuntimeError(f"Chromium did not open DevTools in {LAUNCH_TIMEOUT_S} s; see {log}")
-        await asyncio.sleep(0.05)
+        process.wait()
+        raise
     return Chromium(profile, process, DevTools(port), log)
 
 

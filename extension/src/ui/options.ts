@@ -51,12 +51,16 @@ function show(response: PanelResponse): void {
   if (!response.ok) showMessage(message, response.error, "error");
 }
 
-/** Asks for the host permission fetch needs; must run inside the click (a user gesture). */
+/**
+ * Makes sure fetch may reach the service origin. The manifest grants it at install (loopback and
+ * https://*), so this asks only when a person withheld the extension's site access since; the
+ * request must run inside the click (a user gesture).
+ */
 async function grantHostPermission(origin: string): Promise<boolean> {
   try {
-    const url = new URL(origin);
-    if (url.protocol === "http:") return true; // loopback hosts are declared in the manifest
-    return await chrome.permissions.request({ origins: [`${url.origin}/*`] });
+    const origins = [`${new URL(origin).origin}/*`];
+    if (await chrome.permissions.contains({ origins })) return true;
+    return await chrome.permissions.request({ origins });
   } catch {
     return false;
   }

@@ -25,7 +25,10 @@ export function renderStatus(container: HTMLElement, status: PanelStatus, onDeta
   row(table, "Configuration", status.enrollment.source === "managed" ? "Enterprise policy" : status.enrollment.source === "local" ? "This browser (options page)" : "None");
   if (status.enrollment.deviceId !== undefined) row(table, "Device", status.enrollment.deviceId);
   if (status.enrollment.serviceOrigin !== undefined) row(table, "Service", status.enrollment.serviceOrigin);
-  if (status.hostPermission === false) row(table, "Permission", "Missing for the service origin: save the options again to grant it.");
+  if (status.hostPermission === false) {
+    const fix = status.enrollment.source === "managed" ? "set this extension's Site access in chrome://extensions to On all sites." : "save the options again and allow it, or set this extension's Site access in chrome://extensions to On all sites.";
+    row(table, "Permission", `Missing for the service origin: ${fix}`);
+  }
   row(table, "Browser epoch", status.browserEpoch ?? "—");
   if (status.connectionEpoch !== undefined) row(table, "Connection epoch", String(status.connectionEpoch));
   row(table, "Capacity", `${status.capacity.free} of ${status.capacity.total} tabs free`);
