@@ -539,7 +539,7 @@ FAKE_NODES: list[dict[str, Any]] = [
 # The same page as the extension's compact text writes it. The page never changes, so every
 # snapshot is `g1s1` and changes since it are none.
 FAKE_SNAPSHOT_ID = "g1s1"
-FAKE_HEADER = f"# Example — https://example.com/ (snapshot {FAKE_SNAPSHOT_ID}"
+FAKE_HEADER = f"# Example — https://example.com/ ({FAKE_SNAPSHOT_ID}"
 FAKE_LINES = (
     'button "Sign in" [g1e1]',
     'textbox "Username" [g1e2]',

@@ -144,6 +144,18 @@ describe("the compact snapshot", () => {
     expect(out).toBe('h1 "Bootstrap Cheatsheet"\n img "Bootstrap"\nCheatsheet and more');
   });
 
+  it("leaves out a main that is the page's only landmark, and nests under main beside other landmarks", () => {
+    const form = ["textbox", "Email", { focusable: true }] as const;
+    expect(text(["RootWebArea", "", {}, [["main", "", {}, [["heading", "Sign in", { level: 1 }, [["StaticText", "Sign in"]]], form]]]])).toBe(
+      'h1 Sign in\ntextbox "Email" [g7e1]',
+    );
+    expect(text(["RootWebArea", "", {}, [["navigation", "", {}, [["link", "Home", { focusable: true }]]], ["main", "", {}, [form]]]])).toBe(
+      'navigation\n [Home](g7e1)\nmain\n textbox "Email" [g7e2]',
+    );
+    // A main a user can act on (a skip link's target) keeps its line and ref.
+    expect(text(["RootWebArea", "", {}, [["main", "", { focusable: true }, [form]]]])).toBe('main [g7e1]\n textbox "Email" [g7e2]');
+  });
+
   it("writes a heading with its level and a plain table row as cells", () => {
     const out = text(["RootWebArea", "", {}, [
       ["heading", "Prices", { level: 2 }, [["StaticText", "Prices"]]],
