@@ -207,7 +207,10 @@ async def test_drag_by_an_offset_moves_a_pointer_event_slider_through_intermedia
         await env.agent.run(session_id, command)
         after = await env.agent.snapshot(session_id)
         # The thumb starts centred on the track's left edge: 100 px right is half of 200 px.
-        assert text_of(after, "volume") == "volume 50, moves 8", after
+        volume_text, moves_text = text_of(after, "volume").split(", ")
+        assert volume_text == "volume 50", after
+        # Intermediate moves, not one jump (Chromium may coalesce two that land in one frame).
+        assert 1 < int(moves_text.removeprefix("moves ")) <= 8, moves_text
         assert node(after, "slider", "Volume")["value"] == "50", after
 
 
