@@ -207,13 +207,15 @@ DRAG_PAGE = _page(
     "</script>",
 )
 
-# The select page: a paragraph, a second paragraph with the same words, and a text area; the page
+# The select page: a paragraph, a second paragraph with the same words, a list written without
+# white space between its items, and a text area; the page
 # reports the document selection (selectionchange) and the field's (select) in its own text.
 SELECT_PAGE = _page(
     "Select",
     "<h1>Select</h1>"
     "<p id=intro>Please read   the Terms of service\n   before you sign.</p>"
     "<section aria-label=Again><p>Terms of service apply to every order.</p></section>"
+    "<ul><li>Apples</li><li>Pears</li></ul>"
     "<textarea id=note aria-label=Note rows=2>Ship on Monday morning</textarea>"
     "<p id=doc>document selection: none</p>"
     "<p id=field>field selection: none</p>"

@@ -263,6 +263,12 @@ async def test_select_text_in_the_page_by_text_and_in_an_element_by_offsets(env:
         shown = text_of(page, "document selection")
         assert shown.split(": ", 1)[1].split() == "read the Terms of service before".split()
 
+        # Two list items with no white space between them in the source read as two words.
+        items = await env.agent.run(session_id, {"name": "select_text", "text": "Apples Pears"})
+        assert items["selection"]["text"] == "Apples Pears", items
+        shown = text_of(await env.agent.snapshot(session_id), "document selection")
+        assert shown.split(": ", 1)[1].split() == ["Apples", "Pears"], shown
+
         again = ref(page, "region", "Again")
         ranged = await env.agent.run(
             session_id, {"name": "select_text", "ref": again, "start": 17, "end": 37}

@@ -3,7 +3,8 @@
  * a string in it) or, by string, of the page, with the Selection API (a Range), or in a text field
  * with `setSelectionRange` after focusing it. The text is counted as a snapshot shows it: the
  * rendered text nodes (not those of scripts, styles or hidden elements) with each run of white
- * space as one space, so offsets and a search match what a model read. One page function does
+ * space as one space, and a block boundary or a line break as a space too, so offsets and a
+ * search match what a model read. One page function does
  * the counting, the search and (unless a dry run) the selecting, so the preview and the write
  * agree; it returns the selected text cut to 1,000 characters with its full length.
  */
@@ -29,6 +30,7 @@ export const SELECT_FUNCTION = `function (mode, start, end, needle, apply, maxTe
   let text = "";
   const nodes = [];
   const offsets = [];
+  const virtual = [];
   if (field) {
     text = root.value;
   } else {
@@ -40,25 +42,48 @@ export const SELECT_FUNCTION = `function (mode, start, end, needle, apply, maxTe
       }
       return hidden.get(el);
     };
+    // Blocks and line breaks separate words as white space would, as the snapshot's lines do.
+    const blocks = new Map();
+    const blockOf = (el) => {
+      if (!blocks.has(el)) {
+        const display = getComputedStyle(el).display;
+        const inline = el !== root && el.parentElement !== null && (display.startsWith("inline") || display === "contents");
+        blocks.set(el, inline ? blockOf(el.parentElement) : el);
+      }
+      return blocks.get(el);
+    };
     let space = null;
-    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+    let block = null;
+    let broken = false;
+    const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
     for (let n = walker.nextNode(); n !== null; n = walker.nextNode()) {
+      if (n.nodeType === 1) {
+        if (n.localName === "br") broken = true;
+        continue;
+      }
       if (n.parentElement === null || isHidden(n.parentElement)) continue;
+      const own = blockOf(n.parentElement);
+      // A separator that is no character of the page: it maps to the start of the next text.
+      if ((broken || (block !== null && own !== block)) && text.length > 0 && space === null) space = [n, 0, true];
+      block = own;
+      broken = false;
       const data = n.data;
       for (let i = 0; i < data.length; i += 1) {
         if (/\\s/.test(data[i])) {
-          if (text.length > 0 && space === null) space = [n, i];
+          if (text.length > 0 && space === null) space = [n, i, false];
           continue;
         }
         if (space !== null) {
           text += " ";
           nodes.push(space[0]);
           offsets.push(space[1]);
+          virtual.push(space[2]);
           space = null;
         }
         text += data[i];
         nodes.push(n);
         offsets.push(i);
+        virtual.push(false);
       }
     }
   }
@@ -83,7 +108,7 @@ export const SELECT_FUNCTION = `function (mode, start, end, needle, apply, maxTe
     } else {
       const range = document.createRange();
       range.setStart(nodes[from], offsets[from]);
-      range.setEnd(nodes[to - 1], offsets[to - 1] + 1);
+      range.setEnd(nodes[to - 1], offsets[to - 1] + (virtual[to - 1] ? 0 : 1));
       const selection = window.getSelection();
       selection.removeAllRanges();
       selection.addRange(range);
