@@ -91,7 +91,17 @@ COMMAND_CALLS: dict[str, tuple[tuple[Any, ...], dict[str, Any], dict[str, Any]]]
         {"name": "click", "ref": "g2e14", "button": "right", "clickCount": 2},
     ),
     "hover": (("g2e9",), {}, {"name": "hover", "ref": "g2e9"}),
+    "drag": (
+        ("g2e7",),
+        {"to": "g2e9"},
+        {"name": "drag", "ref": "g2e7", "targetRef": "g2e9", "steps": 10},
+    ),
     "focus": (("g2e7",), {}, {"name": "focus", "ref": "g2e7"}),
+    "select_text": (
+        ("g2e11",),
+        {"text": "Terms of service"},
+        {"name": "select_text", "ref": "g2e11", "text": "Terms of service"},
+    ),
     "type": (
         ("g2e7", "hello"),
         {"submit": True},
@@ -178,6 +188,41 @@ def test_wait_for_an_element_state_sends_an_element_condition(make_client: MakeC
         "condition": {"kind": "element_state", "ref": "g2e5", "state": "hidden"},
         "timeoutMs": 2000,
     }
+
+
+def test_drag_by_an_offset_sends_both_deltas_and_returns_the_dry_run_preview(
+    make_client: MakeClient,
+) -> None:
+    drag = {"fromX": 60, "fromY": 40, "toX": 160, "toY": 40, "steps": 20}
+    preview = {"targetRole": "slider", "targetName": "Volume", "allowed": True, "drag": drag}
+    result = {"name": "drag", "url": "https://example.com/", "title": "T", "generation": 2}
+    client, backend = make_client(
+        session(201), outcome("drag", result={**result, "preview": preview}), tombstone()
+    )
+    with client.session(**UNATTENDED) as live:
+        answer = live.drag("g2e4", dx=100, steps=20, dry_run=True)
+    assert answer.preview is not None and answer.preview.drag is not None
+    assert (answer.preview.drag.to_x, answer.preview.drag.steps) == (160, 20)
+    assert backend.requests[1].body["command"] == {
+        "name": "drag",
+        "ref": "g2e4",
+        "dx": 100,
+        "dy": 0,
+        "steps": 20,
+    }
+    assert backend.requests[1].body["dryRun"] is True
+
+
+def test_select_text_in_the_page_returns_what_was_selected(make_client: MakeClient) -> None:
+    selection = {"text": "Order confirmed", "length": 15, "start": 40, "end": 55}
+    result = {"name": "select_text", "url": "https://example.com/", "title": "T", "generation": 2}
+    client, backend = make_client(
+        session(201), outcome("select_text", result={**result, "selection": selection}), tombstone()
+    )
+    with client.session(**UNATTENDED) as live:
+        answer = live.select_text(text="Order confirmed")
+    assert answer.selection is not None and answer.selection.text == "Order confirmed"
+    assert backend.requests[1].body["command"] == {"name": "select_text", "text": "Order confirmed"}
 
 
 def test_snapshot_refs_are_plain_values_passed_back_to_writes(make_client: MakeClient) -> None:
@@ -301,6 +346,13 @@ def test_a_failed_outcome_raises_command_failed_with_its_code(make_client: MakeC
         ("wait_for", (), {"ref": "g2e5", "state": "visible", "text": "a"}),
         ("wait_for", (), {"ref": "button-3", "state": "visible"}),
         ("press_key", ("",), {}),
+        ("drag", ("g2e7",), {}),
+        ("drag", ("g2e7",), {"to": "g2e9", "dx": 10}),
+        ("drag", ("g2e7",), {"dx": 10, "steps": 0}),
+        ("select_text", (), {}),
+        ("select_text", ("g2e11",), {"text": "a", "start": 0, "end": 1}),
+        ("select_text", (), {"start": 0, "end": 4}),
+        ("select_text", ("g2e11",), {"start": 2}),
     ],
 )
 def test_invalid_arguments_are_refused_before_sending(

@@ -152,3 +152,88 @@ def slow(hit: Hit) -> Reply:
     """A page whose server takes `?ms=` milliseconds to answer."""
     delay_ms = int(hit.query.get("ms", "1000"))
     return Reply(_page("Slow page", f"<h1>Slow page ({delay_ms} ms)</h1>"), delay_s=delay_ms / 1000)
+
+
+# The drag page: an HTML5 draggable list (native drag and drop: dragstart, dragover, drop), a
+# slider driven by pointer events (pointerdown, pointermove with the button held, pointerup), and
+# a second slider under an overlay. Each reports what it saw in its own text.
+DRAG_PAGE = _page(
+    "Drag",
+    "<h1>Drag</h1>"
+    "<ul id=tasks style='width:220px;padding:0'>"
+    + "".join(
+        f"<li draggable=true aria-label={name} "
+        "style='list-style:none;height:32px;margin:4px;background:#def'>"
+        f"{name}</li>"
+        for name in ("Alpha", "Beta", "Gamma")
+    )
+    + "</ul>"
+    "<p id=order>order: Alpha, Beta, Gamma</p>"
+    "<div id=track style='position:relative;width:200px;height:20px;margin:20px;"
+    "background:#ccc'>"
+    "<div id=thumb role=slider aria-label=Volume aria-valuenow=0 tabindex=0 "
+    "style='position:absolute;left:-10px;top:0;width:20px;height:20px;background:#36c;"
+    "touch-action:none'></div></div>"
+    "<p id=volume>volume 0, moves 0</p>"
+    "<div style='position:relative;width:200px;height:40px;margin:20px'>"
+    "<div role=slider aria-label=Locked aria-valuenow=0 tabindex=0 "
+    "style='position:absolute;left:0;top:10px;width:20px;height:20px;background:#999'></div>"
+    "<div id=veil aria-label='Upgrade to unlock' "
+    "style='position:absolute;inset:0;background:rgba(0,0,0,.3)'></div></div>"
+    "<script>"
+    "let dragged = null;"
+    "const list = document.getElementById('tasks');"
+    "const order = () => { document.getElementById('order').textContent = 'order: ' +"
+    "  [...list.children].map((li) => li.textContent).join(', '); };"
+    "for (const li of list.children) {"
+    "  li.addEventListener('dragstart', (e) => { dragged = li;"
+    "    e.dataTransfer.setData('text/plain', li.textContent); });"
+    "  li.addEventListener('dragover', (e) => e.preventDefault());"
+    "  li.addEventListener('drop', (e) => { e.preventDefault();"
+    "    if (dragged && dragged !== li) { li.after(dragged); order(); } });"
+    "}"
+    "const track = document.getElementById('track');"
+    "const thumb = document.getElementById('thumb');"
+    "let moves = 0; let held = false;"
+    "const show = (v) => { document.getElementById('volume').textContent ="
+    "  'volume ' + v + ', moves ' + moves; };"
+    "thumb.addEventListener('pointerdown', (e) => { held = true;"
+    "  thumb.setPointerCapture(e.pointerId); });"
+    "thumb.addEventListener('pointermove', (e) => { if (!held || !(e.buttons & 1)) return;"
+    "  moves += 1; const r = track.getBoundingClientRect();"
+    "  const v = Math.round(Math.min(100, Math.max(0, (e.clientX - r.left) / r.width * 100)));"
+    "  thumb.style.left = (v * 2 - 10) + 'px'; thumb.setAttribute('aria-valuenow', v); show(v); });"
+    "thumb.addEventListener('pointerup', () => { held = false; });"
+    "</script>",
+)
+
+# The select page: a paragraph, a second paragraph with the same words, a list written without
+# white space between its items, and a text area; the page
+# reports the document selection (selectionchange) and the field's (select) in its own text.
+SELECT_PAGE = _page(
+    "Select",
+    "<h1>Select</h1>"
+    "<p id=intro>Please read   the Terms of service\n   before you sign.</p>"
+    "<section aria-label=Again><p>Terms of service apply to every order.</p></section>"
+    "<ul><li>Apples</li><li>Pears</li></ul>"
+    "<textarea id=note aria-label=Note rows=2>Ship on Monday morning</textarea>"
+    "<p id=doc>document selection: none</p>"
+    "<p id=field>field selection: none</p>"
+    "<script>"
+    "document.addEventListener('selectionchange', () => {"
+    "  const text = getSelection().toString();"
+    "  if (text !== '') document.getElementById('doc').textContent ="
+    "    'document selection: ' + text; });"
+    "const note = document.getElementById('note');"
+    "note.addEventListener('select', () => { document.getElementById('field').textContent ="
+    "  'field selection: ' + note.value.slice(note.selectionStart, note.selectionEnd); });"
+    "</script>",
+)
+
+
+def verb_routes() -> dict[str, Route]:
+    """The drag and select pages."""
+    return {
+        "/drag": lambda hit: Reply(DRAG_PAGE),
+        "/select": lambda hit: Reply(SELECT_PAGE),
+    }

@@ -8,6 +8,7 @@ session's old tab, stay open and uncontrolled.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,6 +32,8 @@ from .conftest import (
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    import httpx
 
     from demo.chromium import Chromium
 
@@ -71,6 +74,8 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
             assert created.status_code == 201, created.text
             session_id = created.json()["sessionId"]
             assert len(await controlled_tabs(browser)) == 1
+            # The session's first tab counts its documents from 1: short refs.
+            assert (await read_command(http, session_id, {"name": "snapshot"}))["generation"] == 1
             await asyncio.sleep(SESSION_SAVE_S)
 
             browser.kill()
@@ -92,6 +97,19 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
                 s for s in backend.recorder.seen if s.path == f"/v1/sessions/{session_id}/socket"
             ]
             assert len(session_sockets) >= 2
+            # The tab provisioned again counts from the clock, so no ref of the first tab (g1e1
+            # named its first element) is issued again: it is stale, never resolved.
+            fresh_snapshot = await read_command(http, session_id, {"name": "snapshot"})
+            assert fresh_snapshot["generation"] >= 1_000_000, fresh_snapshot
+            old_ref = {"kind": "element_state", "ref": "g1e1", "state": "attached"}
+            stale = await http.post(
+                f"/v1/sessions/{session_id}/commands",
+                json={
+                    "commandId": str(uuid.uuid4()),
+                    "command": {"name": "wait_for", "condition": old_ref},
+                },
+            )
+            assert stale.json()["error"]["code"] == "stale_ref", stale.text
             controlled = await controlled_tabs(browser)
             assert [t["url"] for t in controlled] == ["about:blank"]
             fresh = controlled[0]
@@ -121,3 +139,17 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
     finally:
         browser.kill()
         await stop_backend(backend)
+
+
+async def read_command(
+    http: httpx.AsyncClient, session_id: str, command: dict[str, Any]
+) -> dict[str, Any]:
+    """A read that must succeed at once; its result."""
+    response = await http.post(
+        f"/v1/sessions/{session_id}/commands",
+        json={"commandId": str(uuid.uuid4()), "command": command},
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "succeeded", response.text
+    result: dict[str, Any] = response.json()["result"]
+    return result

@@ -125,6 +125,7 @@ def routes() -> dict[str, Route]:
         "/pixel-a.svg": pixel,
         "/pixel-b.svg": pixel,
         "/cart": cart,
+        "/untitled": lambda hit: Reply("<!doctype html><h1>No title</h1><button>Go</button>"),
     }
 
 
@@ -196,6 +197,31 @@ def line(text: str, pattern: str) -> str:
     found = [ln for ln in text.splitlines() if re.search(pattern, ln)]
     assert len(found) == 1, f"{pattern!r} in:\n{text}"
     return found[0]
+
+
+async def test_a_first_tab_counts_its_documents_so_refs_and_the_header_stay_short(
+    env: Env,
+) -> None:
+    async with session_on(env, "/fields") as session_id:
+        page = await snap(env, session_id, format="compact")
+        # about:blank was the tab's first document, this page its second.
+        assert (page["generation"], page["snapshotId"]) == (2, "g2s1"), page
+        header, *body = page["text"].splitlines()
+        assert header == f"# Fields — {env.site.url('/fields')} (g2s1)", header
+        refs = re.findall(rf"\[({REF})\]", "\n".join(body))
+        assert refs and all(r.startswith("g2e") for r in refs), refs
+        # A ref of a generation this tab never issued is stale, never resolved.
+        unknown = {"kind": "element_state", "ref": "g123456789e1", "state": "attached"}
+        error = await env.agent.failure(session_id, {"name": "wait_for", "condition": unknown})
+        assert error["code"] == "stale_ref", error
+
+        await env.agent.run(session_id, {"name": "navigate", "url": env.site.url("/untitled")})
+        untitled = await snap(env, session_id, format="compact")
+        # No title: the URL alone names the page (Chromium's tab title would repeat it).
+        assert untitled["snapshotId"].startswith("g3s"), untitled
+        header = f"# {env.site.url('/untitled')} ({untitled['snapshotId']})"
+        assert untitled["text"].splitlines()[0] == header, untitled["text"]
+        assert line(untitled["text"], r"^button") == 'button "Go" [g3e1]'
 
 
 async def test_a_long_value_says_it_was_cut_and_its_full_length(env: Env) -> None:

@@ -38,6 +38,8 @@ ALL_CAPABILITIES = [
     "unattended_v1",
     "snapshot_compact_v1",
     "wait_for_element_state_v1",
+    "drag_v1",
+    "select_text_v1",
 ]
 _tab_ids = itertools.count(100)
 # The kinds of popup the device hello reports containment for, as the spec names them.
@@ -537,7 +539,7 @@ FAKE_NODES: list[dict[str, Any]] = [
 # The same page as the extension's compact text writes it. The page never changes, so every
 # snapshot is `g1s1` and changes since it are none.
 FAKE_SNAPSHOT_ID = "g1s1"
-FAKE_HEADER = f"# Example — https://example.com/ (snapshot {FAKE_SNAPSHOT_ID}"
+FAKE_HEADER = f"# Example — https://example.com/ ({FAKE_SNAPSHOT_ID}"
 FAKE_LINES = (
     'button "Sign in" [g1e1]',
     'textbox "Username" [g1e2]',
@@ -637,4 +639,36 @@ def fake_result(
     result = {"name": name, "url": tab["url"], "title": "Example", "generation": 1}
     if dry_run:
         result["preview"] = fake_preview(command, lease, navigations)
+    if name == "select_text":
+        selection = fake_selection(command)
+        if dry_run:
+            result["preview"]["selection"] = selection
+        else:
+            result["selection"] = selection
+    elif name == "drag" and dry_run:
+        result["preview"]["drag"] = fake_drag(command)
     return result
+
+
+def fake_selection(command: dict[str, Any]) -> dict[str, Any]:
+    """What `select_text` selects on the fake page: the text asked for, or the element's name."""
+    node = next((n for n in FAKE_NODES if n.get("ref") == command.get("ref")), FAKE_NODES[0])
+    whole = str(node["name"])
+    if "text" in command:
+        text = str(command["text"])
+        start = max(0, whole.find(text))
+    else:
+        start = int(command.get("start", 0))
+        text = whole[start : int(command.get("end", len(whole)))]
+    return {"text": text, "length": len(text), "start": start, "end": start + len(text)}
+
+
+def fake_drag(command: dict[str, Any]) -> dict[str, Any]:
+    """Where a `drag` would press and release on the fake page (every element at (60, 40))."""
+    preview: dict[str, Any] = {"fromX": 60, "fromY": 40, "steps": command.get("steps", 10)}
+    target = next((n for n in FAKE_NODES if n.get("ref") == command.get("targetRef")), None)
+    if target is None:
+        preview.update(toX=60 + command.get("dx", 0), toY=40 + command.get("dy", 0))
+    else:
+        preview.update(toX=60, toY=40, dropRole=target["role"], dropName=target["name"])
+    return preview

@@ -58,6 +58,9 @@ SAFE_WRITE = "safe_write_v2"
 # An extension without it answers an element_state wait_for as matched (its decoder passed the
 # unknown condition through), so the condition is never sent there.
 ELEMENT_STATE_WAIT = "wait_for_element_state_v1"
+# Writes an older extension does not know: it would prepare them, then fail them after the grant
+# with a decoder message that names no remedy, so they are refused here with one.
+WRITE_CAPABILITIES: dict[str, str] = {"drag": "drag_v1", "select_text": "select_text_v1"}
 _S = CommandState
 
 
@@ -171,6 +174,7 @@ class SessionAgent:
                 )
             if kind == "write":
                 self._check_writable(session, dry_run, command_id)
+                self._check_write_capability(session, name)
             elif _waits_on_element_state(command):
                 capabilities, _ = self._device_capabilities(session)
                 if capabilities is not None and ELEMENT_STATE_WAIT not in capabilities:
@@ -300,6 +304,18 @@ class SessionAgent:
             }.get(session.writes_blocked_reason, "writes are blocked on this session")
             raise ProblemError(
                 409, "writes_blocked", detail, command_id=command_id, retry_policy="none"
+            )
+
+    def _check_write_capability(self, session: SessionRow, name: str) -> None:
+        needed = WRITE_CAPABILITIES.get(name)
+        if needed is None:
+            return
+        capabilities, _ = self._device_capabilities(session)
+        if capabilities is not None and needed not in capabilities:
+            raise ProblemError(
+                426,
+                "protocol_upgrade_required",
+                f"the extension cannot run {name}; update it to a version that offers {needed}",
             )
 
     def _take_quotas(self, session: SessionRow, actor: str, name: str, now: float) -> None:

@@ -166,9 +166,35 @@ def hover(ref: str) -> m.HoverCommand:
     return m.HoverCommand(name="hover", ref=ref)
 
 
+@_checked("drag")
+def drag(
+    ref: str, *, to: str | None, dx: int | None, dy: int | None, steps: int | None
+) -> m.DragCommand:
+    by_offset = dx is not None or dy is not None
+    if by_offset == (to is not None):
+        raise UsageError("drag needs exactly one end: to (a ref to drop on) or dx/dy (an offset)")
+    if by_offset:
+        return m.DragCommand(name="drag", ref=ref, dx=dx or 0, dy=dy or 0, steps=steps)
+    return m.DragCommand(name="drag", ref=ref, target_ref=to, steps=steps)
+
+
 @_checked("focus")
 def focus(ref: str) -> m.FocusCommand:
     return m.FocusCommand(name="focus", ref=ref)
+
+
+@_checked("select_text")
+def select_text(
+    ref: str | None, *, text: str | None, start: int | None, end: int | None
+) -> m.SelectTextCommand:
+    by_range = start is not None or end is not None
+    if by_range and text is not None:
+        raise UsageError("select_text takes text or start/end, not both")
+    if by_range and (start is None or end is None or ref is None):
+        raise UsageError("select_text with offsets needs ref, start and end")
+    if ref is None and text is None:
+        raise UsageError("select_text needs a ref (its whole text), ref with start/end, or text")
+    return m.SelectTextCommand(name="select_text", ref=ref, text=text, start=start, end=end)
 
 
 @_checked("type")

@@ -331,9 +331,44 @@ class Session(_SessionBase):
         """Move the pointer over the element `ref` names."""
         return self._write(build.hover(ref), dry_run)
 
+    def drag(
+        self,
+        ref: str,
+        *,
+        to: str | None = None,
+        dx: int | None = None,
+        dy: int | None = None,
+        steps: int | None = None,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Drag the element `ref` names onto the element `to` names, or by `dx`, `dy` CSS pixels.
+
+        Real mouse input with `steps` intermediate moves (default 10), so HTML5 drag and drop and
+        pointer-event sliders both see it. A dry run's `preview.drag` says where it would press
+        and release.
+        """
+        return self._write(build.drag(ref, to=to, dx=dx, dy=dy, steps=steps), dry_run)
+
     def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
         """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
         return self._write(build.focus(ref), dry_run)
+
+    def select_text(
+        self,
+        ref: str | None = None,
+        *,
+        text: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Select text: all of `ref`'s, `start`..`end` of it, or the first `text` in it or the page.
+
+        The result's `selection` says what was selected (a dry run's `preview.selection` what
+        would be).
+        """
+        command = build.select_text(ref, text=text, start=start, end=end)
+        return self._write(command, dry_run)
 
     def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False
@@ -555,9 +590,44 @@ class AsyncSession(_SessionBase):
         """Move the pointer over the element `ref` names."""
         return await self._write(build.hover(ref), dry_run)
 
+    async def drag(
+        self,
+        ref: str,
+        *,
+        to: str | None = None,
+        dx: int | None = None,
+        dy: int | None = None,
+        steps: int | None = None,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Drag the element `ref` names onto the element `to` names, or by `dx`, `dy` CSS pixels.
+
+        Real mouse input with `steps` intermediate moves (default 10), so HTML5 drag and drop and
+        pointer-event sliders both see it. A dry run's `preview.drag` says where it would press
+        and release.
+        """
+        return await self._write(build.drag(ref, to=to, dx=dx, dy=dy, steps=steps), dry_run)
+
     async def focus(self, ref: str, *, dry_run: bool = False) -> WriteResult:
         """Move keyboard focus to the element `ref` names, pressing and typing nothing."""
         return await self._write(build.focus(ref), dry_run)
+
+    async def select_text(
+        self,
+        ref: str | None = None,
+        *,
+        text: str | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        dry_run: bool = False,
+    ) -> WriteResult:
+        """Select text: all of `ref`'s, `start`..`end` of it, or the first `text` in it or the page.
+
+        The result's `selection` says what was selected (a dry run's `preview.selection` what
+        would be).
+        """
+        command = build.select_text(ref, text=text, start=start, end=end)
+        return await self._write(command, dry_run)
 
     async def type(
         self, ref: str, text: str, *, submit: bool = False, dry_run: bool = False

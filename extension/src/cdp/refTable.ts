@@ -2,6 +2,14 @@
  * Element refs of one tab: `g<generation>e<n>`, each naming a backendDOMNodeId. A new document
  * bumps the generation and forgets every ref, so a ref from an earlier document is refused as
  * stale, never resolved to whatever now has that number.
+ *
+ * Generations are short because they count: a session's first tab starts at 1 (no ref of the
+ * session exists before it), a runtime restored after a service-worker restart starts above the
+ * last generation it recorded, and only a tab provisioned again after a browser restart (whose
+ * earlier tab's refs this runtime cannot know) starts from the clock, above every count a tab
+ * reaches. For the restored case to hold, a generation is handed out in refs only once it is
+ * recorded (`whenRecorded`): a worker that dies right after a new document cannot come back
+ * below refs it already gave.
  */
 import { CommandError } from "../errors";
 
@@ -13,16 +21,20 @@ export interface RefTarget {
 
 const REF_PATTERN = /^g(\d{1,9})e(\d{1,9})$/;
 const MAX_GENERATION = 999_999_999;
+/** Clock-derived generations start here: no tab counts a million documents. */
+const CLOCK_FLOOR = 1_000_000;
 const GENERATION_CLOCK_SPAN = 900_000_000;
 const GENERATION_CLOCK_UNIT_MS = 100;
 
 /**
- * The first generation of a new runtime. Derived from the clock (tenths of a second) rather than 1,
- * so a session that gets a fresh tab after a browser restart never reissues a number that an old
- * ref of the same session carried.
+ * The first generation of a new (not restored) runtime. Lease epoch 1 is the session's first
+ * tab: it counts from 1. A higher epoch means the browser restarted and the session's tab was
+ * provisioned again; its earlier tab may have issued any count, so this one starts from the clock
+ * (tenths of a second), above `CLOCK_FLOOR` and above what an earlier restart started from.
  */
-export function initialGeneration(nowMs: number): number {
-  return 1 + (Math.floor(nowMs / GENERATION_CLOCK_UNIT_MS) % GENERATION_CLOCK_SPAN);
+export function firstGeneration(leaseEpoch: number, nowMs: number): number {
+  if (leaseEpoch <= 1) return 1;
+  return CLOCK_FLOOR + (Math.floor(nowMs / GENERATION_CLOCK_UNIT_MS) % GENERATION_CLOCK_SPAN);
 }
 
 export class RefTable {
@@ -30,9 +42,30 @@ export class RefTable {
   private next = 1;
   private readonly byRef = new Map<string, RefTarget>();
   private readonly byNode = new Map<number, string>();
+  /** The latest generation known to be in durable storage (the one constructed with is). */
+  private recordedGeneration: number;
+  private waiters: (() => void)[] = [];
 
   constructor(generation: number) {
     this.current = Math.max(1, Math.min(generation, MAX_GENERATION));
+    this.recordedGeneration = this.current;
+  }
+
+  /** `generation` is in durable storage now (or could not be put there and never will be). */
+  recorded(generation: number): void {
+    this.recordedGeneration = generation;
+    if (generation !== this.current) return;
+    const waiting = this.waiters;
+    this.waiters = [];
+    for (const resolve of waiting) resolve();
+  }
+
+  /** Resolves once the current generation is recorded: refs of it may then be handed out. */
+  whenRecorded(): Promise<void> {
+    if (this.recordedGeneration === this.current) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiters.push(resolve);
+    });
   }
 
   get generation(): number {

@@ -113,7 +113,23 @@ interface DescribedNode {
  * input). A point over an out-of-process iframe hits the <iframe> element itself; refs name
  * main-frame nodes only, so such a target is compared as the element it is in its own frame.
  */
-export async function assertHitsTarget(ctx: CommandContext, backendNodeId: number, x: number, y: number): Promise<void> {
+/** How a hit-test failure names the point and what did not happen there. */
+export interface HitPurpose {
+  /** "click point", "drag start", "drop point". */
+  readonly point: string;
+  /** "Nothing was clicked." */
+  readonly nothing: string;
+}
+
+const CLICK_PURPOSE: HitPurpose = { point: "click point", nothing: "Nothing was clicked." };
+
+export async function assertHitsTarget(
+  ctx: CommandContext,
+  backendNodeId: number,
+  x: number,
+  y: number,
+  purpose: HitPurpose = CLICK_PURPOSE,
+): Promise<void> {
   let hit: NodeForLocation;
   try {
     hit = await ctx.cdp.send<NodeForLocation>("DOM.getNodeForLocation", {
@@ -126,7 +142,7 @@ export async function assertHitsTarget(ctx: CommandContext, backendNodeId: numbe
     if (error instanceof StaleAuthorityError) throw error;
     throw new CommandError(
       "element_not_interactable",
-      "The element's click point is outside the visible page (nothing is there to press); scroll it into view or pick another element.",
+      `The element's ${purpose.point} is outside the visible page (nothing is there to press); scroll it into view or pick another element.`,
     );
   }
   if (hit.backendNodeId === backendNodeId) return;
@@ -145,7 +161,7 @@ export async function assertHitsTarget(ctx: CommandContext, backendNodeId: numbe
   const cover = await describeNode(ctx, hit.backendNodeId);
   throw new CommandError(
     "element_obscured",
-    `Another element is on top of the target at its click point (${Math.round(x)}, ${Math.round(y)}): ${cover}. Nothing was clicked. ` +
+    `Another element is on top of the target at its ${purpose.point} (${Math.round(x)}, ${Math.round(y)}): ${cover}. ${purpose.nothing} ` +
       "Close or dismiss the covering element (take a snapshot to find its close button), scroll the target clear of it, or pick another element.",
   );
 }

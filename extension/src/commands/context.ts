@@ -9,7 +9,7 @@ import type { RefTable, RefTarget } from "../cdp/refTable";
 import type { OriginPolicy } from "../config/origins";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { SnapshotMemory } from "./snapshotMemory";
-import type { BlockedNavigation, Capability, TabInfo, WritePreview } from "../generated/wire";
+import type { BlockedNavigation, Capability, TabInfo, WritePreview, WriteResult } from "../generated/wire";
 
 export interface CommandContext {
   readonly cdp: CdpCaller;
@@ -33,11 +33,14 @@ export interface CommandContext {
   blockedPage(): BlockedNavigation | undefined;
 }
 
+/** What a write reports beyond the tab afterwards (`select_text`: what it selected). */
+export type WriteReport = Pick<WriteResult, "selection">;
+
 /** A write, resolved and checked but not yet performed. */
 export interface WritePlan {
   readonly preview: WritePreview;
   /** Performs the write: the one side-effecting CDP operation of this command. */
-  act(): Promise<void>;
+  act(): Promise<WriteReport | undefined | void>;
 }
 
 /** Resolves a ref and checks that its node still exists in the document. */

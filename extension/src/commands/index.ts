@@ -5,10 +5,12 @@
 import { CommandError } from "../errors";
 import type { Command, CommandResult } from "../generated/wire";
 import type { CommandContext, WritePlan } from "./context";
+import { planDrag } from "./drag";
 import { planFill, planFillSecret, planFocus, planPressKey, planSelectOption, planSetChecked, planType } from "./input";
 import { planGoBack, planGoForward, planNavigate, planReload } from "./navigation";
 import { planClick, planHover, planScroll } from "./pointer";
 import { screenshot } from "./screenshot";
+import { planSelectText } from "./selectText";
 import { snapshot } from "./snapshot";
 import { getTabs, hello, planSwitchTab } from "./tabs";
 import { waitFor } from "./waitFor";
@@ -39,7 +41,9 @@ export function runRead(ctx: CommandContext, command: Command): Promise<CommandR
     case "reload":
     case "click":
     case "hover":
+    case "drag":
     case "focus":
+    case "select_text":
     case "type":
     case "fill":
     case "fill_secret":
@@ -74,8 +78,12 @@ export async function planWrite(ctx: CommandContext, command: Command, dryRun: b
       return planClick(ctx, command, dryRun);
     case "hover":
       return planHover(ctx, command);
+    case "drag":
+      return planDrag(ctx, command, dryRun);
     case "focus":
       return planFocus(ctx, command);
+    case "select_text":
+      return planSelectText(ctx, command, dryRun);
     case "type":
       return planType(ctx, command);
     case "fill":

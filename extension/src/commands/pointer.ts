@@ -16,7 +16,13 @@ interface BoxModel {
   readonly model: { readonly content: readonly number[] };
 }
 
-async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<{ x: number; y: number }> {
+export interface Point {
+  readonly x: number;
+  readonly y: number;
+}
+
+/** The centre of the element's box, scrolled into view and at rest. */
+export async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<Point> {
   try {
     await ctx.cdp.send("DOM.scrollIntoViewIfNeeded", { backendNodeId });
   } catch (error) {
@@ -26,6 +32,11 @@ async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<{ x
   // A box read mid-transition (an opening accordion, a smooth scroll) sends the press where the
   // element was, not where it comes to rest.
   await waitUntilStable(ctx, backendNodeId);
+  return boxCentre(ctx, backendNodeId);
+}
+
+/** The centre of the element's box where it is now: no scrolling, no waiting. */
+export async function boxCentre(ctx: CommandContext, backendNodeId: number): Promise<Point> {
   let box: BoxModel;
   try {
     box = await ctx.cdp.send<BoxModel>("DOM.getBoxModel", { backendNodeId });

@@ -10,7 +10,7 @@
 import { SNAPSHOT_DEFAULT_MAX_NODES } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { SnapshotChanges, SnapshotCommand, SnapshotNode, SnapshotResult } from "../generated/wire";
-import type { CommandContext } from "./context";
+import { type CommandContext, remainingMs } from "./context";
 import type { Remembered } from "./snapshotMemory";
 import { boundLines, compactLines, diffLines, lineKeys, omittedLine, renderLine } from "./snapshotText";
 import type { AXNode, PageNode } from "./snapshotTree";
@@ -135,6 +135,9 @@ async function enrich(ctx: CommandContext, root: PageNode): Promise<void> {
   }
 }
 
+/** The longest a snapshot waits for its generation to be recorded before handing out refs. */
+const RECORD_WAIT_MAX_MS = 2_000;
+
 /** A navigation during a snapshot retires its refs; it is retried this many times. */
 const SNAPSHOT_ATTEMPTS = 3;
 
@@ -156,6 +159,17 @@ export async function snapshot(ctx: CommandContext, command: SnapshotCommand): P
     if (result !== undefined) return result;
   }
   throw new CommandError("navigation_failed", "The page kept navigating during the snapshot; wait for it to settle (wait_for), then take a snapshot.");
+}
+
+/**
+ * The page as the header names it: `title — url`, or the URL alone when the title says no more
+ * (a document without a title, whose tab title Chromium makes from the URL).
+ */
+export function pageLabel(title: string, url: string): string {
+  const bare = url.replace(/^[a-z][a-z0-9+.-]*:\/\//i, "");
+  const t = title.trim();
+  const repeatsUrl = t === "" || t === url || t === bare || t === bare.replace(/\/$/, "");
+  return repeatsUrl ? url : `${t} — ${url}`;
 }
 
 function isActionable(node: PageNode): boolean {
@@ -235,6 +249,9 @@ async function buildSnapshot(
   const maxNodes = Math.max(1, Math.min(command.maxNodes ?? SNAPSHOT_DEFAULT_MAX_NODES, SNAPSHOT_MAX_NODES_LIMIT));
   const root = buildTree(axNodes);
   if (root !== undefined) await enrich(ctx, root);
+  // Refs leave only once their generation is recorded, so a restarted runtime never reissues it
+  // (refTable.ts); storage answers in milliseconds, and a storage that hangs does not hang this.
+  await Promise.race([ctx.refs.whenRecorded(), ctx.sleep(remainingMs(ctx, RECORD_WAIT_MAX_MS))]);
   if (ctx.refs.generation !== generation) return undefined;
 
   // Structured nodes name every element; the compact text only what a user can act on, so its
@@ -268,9 +285,9 @@ async function buildSnapshot(
     name: "snapshot", url: tab.url, title: tab.title, generation, snapshotId, nodes: part.nodes, truncated,
   };
   if (truncated) result.omitted = omitted;
-  // One header line: what page, and the id to pass as changesSince. How to read refs is the
-  // caller's to say once (the MCP tool's description), not every snapshot's.
-  const header = (note: string): string => `# ${tab.title} — ${tab.url} (snapshot ${snapshotId}${note})`;
+  // One header line: what page, and the id to pass as changesSince. How to read refs and the id
+  // is the caller's to say once (the MCP tool's description), not every snapshot's.
+  const header = (note: string): string => `# ${pageLabel(tab.title, tab.url)} (${snapshotId}${note})`;
 
   if (recall?.status === "compared" && (!wantsText || recall.base.lines !== undefined) && (!wantsNodes || recall.base.nodes !== undefined)) {
     const since = command.changesSince ?? "";

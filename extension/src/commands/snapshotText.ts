@@ -9,11 +9,12 @@
  * the node; links read `[text](ref)` inside the text around them. What a model cannot use is left
  * out: wrappers without a name (generic, paragraph, list, label), list markers and separators,
  * the text of a control that its name already says, and fields that are empty. Nesting is shown
- * only under landmarks and containers, one space per level. Pure: snapshot.ts gives it a tree whose
+ * only under landmarks and containers, one space per level; a `main` that is the page's only
+ * landmark is left out, as it tells nothing apart. Pure: snapshot.ts gives it a tree whose
  * refs are already minted.
  */
 import type { CutText, PageNode } from "./snapshotTree";
-import { GRAPHIC_ROLES } from "./snapshotTree";
+import { GRAPHIC_ROLES, walk } from "./snapshotTree";
 
 export interface Line {
   readonly depth: number;
@@ -142,8 +143,28 @@ function describe(node: PageNode): string {
   return parts.join(" ");
 }
 
+/** Landmarks: the regions a page is divided into, which nesting tells apart. */
+const LANDMARK_ROLES: ReadonlySet<string> = new Set(["main", "navigation", "banner", "contentinfo", "complementary", "search", "form", "region"]);
+
+/**
+ * The `main` of a page that has no other landmark: nothing to tell its content apart from, so it
+ * gets no line and its content no indent (the repeated ancestry of every line on the page).
+ */
+function soleMain(root: PageNode): PageNode | undefined {
+  let main: PageNode | undefined;
+  for (const { node } of walk(root)) {
+    if (!LANDMARK_ROLES.has(node.role)) continue;
+    // An unnamed form or region is no landmark (ARIA), and is not written as one either.
+    if ((node.role === "form" || node.role === "region") && collapse(node.name.text) === "") continue;
+    if (node.role !== "main" || main !== undefined) return undefined;
+    main = node;
+  }
+  return main;
+}
+
 interface Writer {
   readonly lines: Line[];
+  readonly flattened?: PageNode;
   run: string;
   runRole: string;
   runDepth: number;
@@ -243,7 +264,9 @@ function emit(w: Writer, node: PageNode, depth: number, interactiveOnly: boolean
     return;
   }
   const ownLine = ref !== undefined || CONTAINER_ROLES.has(node.role) || node.role === "heading" || isNamedNonWrapper(node);
-  if (ownLine && node.role !== "RootWebArea") {
+  // A flattened main that a user can act on (`tabindex=-1`, a skip link's target) keeps its line.
+  const flattened = node === w.flattened && ref === undefined;
+  if (ownLine && node.role !== "RootWebArea" && !flattened) {
     w.lines.push({ depth, text: describe(node), role: node.role, ...(ref === undefined ? {} : { ref }) });
     if (LEAF_CONTROLS.has(node.role)) return;
     const first = w.lines.length;
@@ -285,7 +308,8 @@ function repeatsNeighbour(lines: readonly Line[], index: number): boolean {
 
 /** The compact lines of a page, in document order. */
 export function compactLines(root: PageNode, interactiveOnly: boolean): Line[] {
-  const w: Writer = { lines: [], run: "", runRole: "StaticText", runDepth: 0 };
+  const main = soleMain(root);
+  const w: Writer = { lines: [], run: "", runRole: "StaticText", runDepth: 0, ...(main === undefined ? {} : { flattened: main }) };
   emit(w, root, 0, interactiveOnly);
   flush(w);
   return w.lines.filter((_, i) => !repeatsNeighbour(w.lines, i));

@@ -5,7 +5,7 @@ import type { CommandName, ReadCommandName, WriteCommandName } from "./wire";
 export const READ_COMMANDS: ReadonlySet<ReadCommandName> =
   new Set<ReadCommandName>(["hello", "get_tabs", "snapshot", "screenshot", "wait_for"]);
 export const WRITE_COMMANDS: ReadonlySet<WriteCommandName> =
-  new Set<WriteCommandName>(["navigate", "go_back", "go_forward", "reload", "click", "hover", "focus", "type", "fill", "fill_secret", "press_key", "select_option", "set_checked", "scroll", "switch_tab"]);
+  new Set<WriteCommandName>(["navigate", "go_back", "go_forward", "reload", "click", "hover", "drag", "focus", "select_text", "type", "fill", "fill_secret", "press_key", "select_option", "set_checked", "scroll", "switch_tab"]);
 
 export function isWriteCommand(name: CommandName): name is WriteCommandName {
   return (WRITE_COMMANDS as ReadonlySet<string>).has(name);

@@ -25,7 +25,7 @@ export type DeviceClientFrame =
  */
 export type ProtocolVersion = 1 | 2;
 /**
- * A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`). `wait_for_element_state_v1`: `wait_for` takes an `element_state` condition; the service refuses that condition with `426 protocol_upgrade_required` for an extension without it, since an older one would answer it as matched.
+ * A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`). `wait_for_element_state_v1`: `wait_for` takes an `element_state` condition; the service refuses that condition with `426 protocol_upgrade_required` for an extension without it, since an older one would answer it as matched. `drag_v1` and `select_text_v1`: the extension runs `drag` and `select_text`; the service refuses them with `426 protocol_upgrade_required` for an extension without the capability (an older one would fail them only after the grant, with a decoder message that names no remedy).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "Capability".
@@ -38,7 +38,9 @@ export type Capability =
   | "fetch_origin_guard_v1"
   | "popup_guard_v1"
   | "snapshot_compact_v1"
-  | "wait_for_element_state_v1";
+  | "wait_for_element_state_v1"
+  | "drag_v1"
+  | "select_text_v1";
 /**
  * Random id the extension draws when the browser or the extension starts; it survives service-worker eviction and changes on every browser restart.
  *
@@ -164,7 +166,7 @@ export type CommandResult =
  */
 export type SnapshotId = string;
 /**
- * Element ref from a snapshot: `g<generation>e<element>`. A navigation to a new document retires every ref of the tab; a stale ref is an error, never a guess.
+ * Element ref from a snapshot: `g<generation>e<element>`. The generation counts the tab's documents from 1; a tab provisioned again for the same session after a browser restart counts from a clock-derived number instead, so a ref from before the restart is never issued again. A navigation to a new document retires every ref of the tab; a stale ref is an error (`stale_ref`), never a guess.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "Ref".
@@ -181,7 +183,9 @@ export type WriteCommandName =
   | "reload"
   | "click"
   | "hover"
+  | "drag"
   | "focus"
+  | "select_text"
   | "type"
   | "fill"
   | "fill_secret"
@@ -235,7 +239,9 @@ export type Command =
   | ReloadCommand
   | ClickCommand
   | HoverCommand
+  | DragCommand
   | FocusCommand
+  | SelectTextCommand
   | TypeCommand
   | FillCommand
   | FillSecretCommand
@@ -301,7 +307,9 @@ export type CommandName =
   | "reload"
   | "click"
   | "hover"
+  | "drag"
   | "focus"
+  | "select_text"
   | "type"
   | "fill"
   | "fill_secret"
@@ -1148,7 +1156,7 @@ export interface WaitForResult {
   blockedNavigations?: BlockedNavigation[];
 }
 /**
- * Result of every write command: the tab afterwards, or the preview of a dry run.
+ * Result of every write command: the tab afterwards, or the preview of a dry run. `select_text` adds the `selection` it made.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "WriteResult".
@@ -1165,9 +1173,10 @@ export interface WriteResult {
    * @maxItems 50
    */
   blockedNavigations?: BlockedNavigation[];
+  selection?: TextSelection;
 }
 /**
- * What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
+ * What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know). For `drag`, `drag` says where it would press and release; for `select_text`, `selection` what it would select (`targetRole`/`targetName` name the element a ref names, absent for a page-wide search).
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
  * via the `definition` "WritePreview".
@@ -1191,6 +1200,53 @@ export interface WritePreview {
    * Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
    */
   opensPopup?: boolean;
+  drag?: DragPreview;
+  selection?: TextSelection;
+}
+/**
+ * Where a `drag` would press and release, in CSS pixels of the viewport as the page is scrolled now (the drag itself scrolls the source into view first, which can move both points).
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "DragPreview".
+ */
+export interface DragPreview {
+  fromX: number;
+  fromY: number;
+  toX: number;
+  toY: number;
+  steps: number;
+  /**
+   * The role of the element `targetRef` names (absent for an offset).
+   */
+  dropRole?: string;
+  /**
+   * Its accessible name.
+   */
+  dropName?: string;
+}
+/**
+ * What `select_text` selected (or, in a dry run, would select).
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "TextSelection".
+ */
+export interface TextSelection {
+  /**
+   * The selected text, its first 1,000 characters when longer (then shorter than `length`).
+   */
+  text: string;
+  /**
+   * The selected text's full length in characters.
+   */
+  length: number;
+  /**
+   * Where the selection starts in the element's (or page's) text, counted as `select_text` counts.
+   */
+  start: number;
+  /**
+   * One past where it ends.
+   */
+  end: number;
 }
 /**
  * The extension persisted `prepared` for a write and is ready for its grant.
@@ -1462,6 +1518,29 @@ export interface HoverCommand {
   ref: Ref;
 }
 /**
+ * Drag the element a ref names with the left mouse button: press at the centre of its box, move to the end point in `steps` intermediate moves (one animation frame apart), release there. The end point is the centre of the element `targetRef` names, or the start moved by `dx`, `dy` CSS pixels; give exactly one of the two (`invalid_arguments` otherwise). Real mouse input (`Input.dispatchMouseEvent`), so pointer-event sliders and sortables and native HTML5 drag and drop (`draggable`, `dragstart`, `drop`) all see it. The source is scrolled into view and must have stopped moving; both points must lie in the visible page (`element_not_interactable` otherwise); and, as for `click`, each is hit-tested before anything is pressed: a covered source or drop target fails `element_obscured` naming what is on top. A dry run scrolls and presses nothing: it resolves both ends, hit-tests those in view where they are now (a covered one fails `element_obscured` as the drag would), and previews the drag in `preview.drag`.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "DragCommand".
+ */
+export interface DragCommand {
+  name: "drag";
+  ref: Ref;
+  targetRef?: Ref;
+  /**
+   * Drop this many CSS pixels right of the start (negative: left); with `dy`, instead of `targetRef`.
+   */
+  dx?: number;
+  /**
+   * Drop this many CSS pixels below the start (negative: above); with `dx`, instead of `targetRef`.
+   */
+  dy?: number;
+  /**
+   * Mouse moves between the press and the release; more steps suit pages that track the pointer's path.
+   */
+  steps?: number;
+}
+/**
  * Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
  *
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -1470,6 +1549,28 @@ export interface HoverCommand {
 export interface FocusCommand {
   name: "focus";
   ref: Ref;
+}
+/**
+ * Select text, as a person dragging over it would: the whole text of the element a ref names, the range from `start` to `end` in it, or the first occurrence of `text` in it (without `ref`: in the page; `start`/`end` need a `ref`). Offsets and the search count the element's rendered text with each run of white space as one space, as a snapshot shows it; in a text field they count its value, which is focused and selected with `setSelectionRange`. A write, though it leaves the document as it is: it moves the selection (and, for a field, focus), which the page observes (`selectionchange`, `select`) and the next writes act on (typing replaces the selection, Control+C copies it). The result's `selection` says what was selected; a dry run previews it and selects nothing. Text that is not there, and offsets past its end, fail `invalid_arguments` saying so.
+ *
+ * This interface was referenced by `UnderstudyWire`'s JSON-Schema
+ * via the `definition` "SelectTextCommand".
+ */
+export interface SelectTextCommand {
+  name: "select_text";
+  ref?: Ref;
+  /**
+   * Select the first occurrence of this text (white space runs match any white space run); not with `start`/`end`.
+   */
+  text?: string;
+  /**
+   * First character to select (0-based); with `end` and `ref`.
+   */
+  start?: number;
+  /**
+   * One past the last character to select; greater than `start`.
+   */
+  end?: number;
 }
 /**
  * Type text key by key into the element a ref names (focused first).

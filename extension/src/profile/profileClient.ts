@@ -33,6 +33,8 @@ export const CAPABILITIES: readonly Capability[] = [
   "popup_guard_v1",
   "snapshot_compact_v1",
   "wait_for_element_state_v1",
+  "drag_v1",
+  "select_text_v1",
 ];
 
 /** Close code of a device socket whose device was revoked (spec/frames/device-socket.json). */

@@ -10,6 +10,7 @@
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
  * owns the session now decides, and a started entry stays unknown.
  */
+import type { WriteReport } from "../commands/context";
 import { planWrite, runRead } from "../commands/index";
 import { CommandError, StaleAuthorityError, toErrorInfo } from "../errors";
 import type {
@@ -38,12 +39,15 @@ const SETTLE_OF: Readonly<Record<WriteCommandName, SettleKind>> = {
   press_key: "activation",
   select_option: "activation",
   set_checked: "activation",
+  // A drop can do what a click does (a handler that navigates or opens a popup).
+  drag: "activation",
   navigate: "document",
   go_back: "document",
   go_forward: "document",
   reload: "document",
   hover: "none",
   focus: "none",
+  select_text: "none",
   type: "none",
   fill: "none",
   fill_secret: "none",
@@ -177,11 +181,12 @@ export class CommandFlow {
     await this.runtime.journal.markStarted(entry.commandId);
     let outcome: StoredOutcome;
     try {
+      let report: WriteReport | undefined;
       const { blocked } = await this.runtime.attributing(entry.commandId, async () => {
-        await plan.act();
+        report = (await plan.act()) ?? undefined;
         await this.runtime.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
       });
-      const result = await this.writeResult(entry.name, ctx);
+      const result = { ...(await this.writeResult(entry.name, ctx)), ...report };
       outcome = { outcome: "succeeded", result: blocked.length > 0 ? { ...result, blockedNavigations: blocked } : result };
     } catch (error) {
       // Authority lost after `started`: say nothing; the entry stays started and becomes unknown.

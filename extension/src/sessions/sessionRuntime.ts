@@ -7,7 +7,7 @@
 import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
 import { NavigationWatch } from "../cdp/navigationWatch";
 import type { AuthorityCheck } from "../cdp/cdpSession";
-import { initialGeneration } from "../cdp/refTable";
+import { firstGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
 import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
@@ -121,9 +121,16 @@ export class SessionRuntime {
         },
         onNewDocument: (generation, isErrorPage) => {
           this.blocked.documentCommitted(isErrorPage);
-          this.persist((current) => ({ ...current, generation })).catch(() => {
-            deps.log.warn("lease_persist_failed");
-          });
+          // Refs of this generation wait for it to be recorded (see refTable.ts).
+          this.persist((current) => ({ ...current, generation })).then(
+            () => {
+              this.tab.refs.recorded(generation);
+            },
+            () => {
+              deps.log.warn("lease_persist_failed");
+              this.tab.refs.recorded(generation);
+            },
+          );
         },
       },
       deps.log,
@@ -142,7 +149,8 @@ export class SessionRuntime {
 
   /**
    * Builds a runtime, loads its journal and outbox from chrome.storage.session, attaches CDP and
-   * persists the lease. A restored runtime (service-worker restart) starts a fresh ref generation.
+   * persists the lease. A restored runtime (service-worker restart) starts a fresh ref generation,
+   * above the last one it recorded (see refTable.ts).
    *
    * As before, the journal and outbox are loaded before the debugger attaches, and the lease is
    * written only once the debugger is attached; the lease write then runs alongside the CDP
@@ -156,7 +164,7 @@ export class SessionRuntime {
     restored: boolean,
     stored: Promise<Record<string, unknown>> = SessionRuntime.readStored(deps, record.sessionId),
   ): Promise<SessionRuntime> {
-    const generation = Math.max(initialGeneration(deps.now()), restored ? record.generation + 1 : 1);
+    const generation = restored ? record.generation + 1 : firstGeneration(record.leaseEpoch, deps.now());
     const runtime = new SessionRuntime({ ...record, generation }, deps);
     const items = await stored;
     await runtime.journal.load(items);

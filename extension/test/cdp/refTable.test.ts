@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 
-import { RefTable, initialGeneration } from "../../src/cdp/refTable";
+import { RefTable, firstGeneration } from "../../src/cdp/refTable";
 import { CommandError } from "../../src/errors";
 
 function message(fn: () => unknown): string {
@@ -53,8 +53,29 @@ describe("RefTable", () => {
     expect(message(() => refs.resolve("g7e1"))).not.toContain("never issued");
   });
 
-  it("starts each runtime at a clock-derived generation so a new tab never reuses an old number", () => {
-    expect(initialGeneration(1_000_000)).toBeLessThan(initialGeneration(1_000_000 + 60_000));
-    expect(initialGeneration(Date.now())).toBeLessThanOrEqual(999_999_999);
+  it("counts a session's first tab from 1, and a tab provisioned again after a browser restart from the clock", () => {
+    expect(firstGeneration(1, Date.now())).toBe(1);
+    const later = firstGeneration(2, 1_000_000 + 60_000);
+    expect(firstGeneration(2, 1_000_000)).toBeLessThan(later);
+    // Above any count a first tab reaches, so the earlier tab's refs are never issued again.
+    expect(firstGeneration(2, 0)).toBeGreaterThanOrEqual(1_000_000);
+    expect(firstGeneration(3, Date.now())).toBeLessThanOrEqual(999_999_999);
+    expect(new RefTable(1).mint({ backendNodeId: 10, role: "button", name: "OK" })).toBe("g1e1");
+  });
+
+  it("keeps a new document's refs back until its generation is recorded", async () => {
+    const refs = new RefTable(4);
+    let ready = false;
+    await refs.whenRecorded(); // the generation it was built with is recorded already
+    refs.newDocument();
+    const waiting = refs.whenRecorded().then(() => {
+      ready = true;
+    });
+    refs.recorded(4); // a late answer for the previous document is not this one's
+    await Promise.resolve();
+    expect(ready).toBe(false);
+    refs.recorded(5);
+    await waiting;
+    expect(ready).toBe(true);
   });
 });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 
+import { pageLabel } from "../../src/commands/snapshot";
 import { boundLines, compactLines, diffLines, lineKeys, omittedLine, renderLine } from "../../src/commands/snapshotText";
 import type { AXNode, PageNode } from "../../src/commands/snapshotTree";
 import { buildTree, walk } from "../../src/commands/snapshotTree";
@@ -144,6 +145,18 @@ describe("the compact snapshot", () => {
     expect(out).toBe('h1 "Bootstrap Cheatsheet"\n img "Bootstrap"\nCheatsheet and more');
   });
 
+  it("leaves out a main that is the page's only landmark, and nests under main beside other landmarks", () => {
+    const form = ["textbox", "Email", { focusable: true }] as const;
+    expect(text(["RootWebArea", "", {}, [["main", "", {}, [["heading", "Sign in", { level: 1 }, [["StaticText", "Sign in"]]], form]]]])).toBe(
+      'h1 Sign in\ntextbox "Email" [g7e1]',
+    );
+    expect(text(["RootWebArea", "", {}, [["navigation", "", {}, [["link", "Home", { focusable: true }]]], ["main", "", {}, [form]]]])).toBe(
+      'navigation\n [Home](g7e1)\nmain\n textbox "Email" [g7e2]',
+    );
+    // A main a user can act on (a skip link's target) keeps its line and ref.
+    expect(text(["RootWebArea", "", {}, [["main", "", { focusable: true }, [form]]]])).toBe('main [g7e1]\n textbox "Email" [g7e2]');
+  });
+
   it("writes a heading with its level and a plain table row as cells", () => {
     const out = text(["RootWebArea", "", {}, [
       ["heading", "Prices", { level: 2 }, [["StaticText", "Prices"]]],
@@ -202,6 +215,17 @@ function result(frame: Record<string, unknown>): Record<string, unknown> {
   return frame.result as Record<string, unknown>;
 }
 
+describe("the compact header", () => {
+  it("names the page by title and URL, and by URL alone when the title only repeats it", () => {
+    expect(pageLabel("Sign in", "https://example.com/login")).toBe("Sign in — https://example.com/login");
+    // Chromium titles a document without <title> with its URL, scheme left out.
+    expect(pageLabel("127.0.0.1:8000/sign-in/index.html", "http://127.0.0.1:8000/sign-in/index.html")).toBe("http://127.0.0.1:8000/sign-in/index.html");
+    expect(pageLabel("example.com", "https://example.com/")).toBe("https://example.com/");
+    expect(pageLabel("", "about:blank")).toBe("about:blank");
+    expect(pageLabel("about:blank", "about:blank")).toBe("about:blank");
+  });
+});
+
 describe("the snapshot command", () => {
   it("keeps the structured nodes the default and gives compact text on request", async () => {
     const { session } = await ready();
@@ -212,6 +236,8 @@ describe("the snapshot command", () => {
     expect(compact.nodes).toEqual([]);
     expect(compact.snapshotId).toMatch(/^g\d+s2$/);
     const lines = String(compact.text).split("\n");
+    // The fake tab is about:blank, whose title says no more than its URL.
+    expect(lines[0]).toBe(`# about:blank (${String(compact.snapshotId)})`);
     expect(lines.slice(1)).toEqual([
       expect.stringMatching(/^textbox "Email" ="jane@example.com" \[g\d+e\d+\]$/),
       expect.stringMatching(/^textbox "Password" password \[g\d+e\d+\]$/),

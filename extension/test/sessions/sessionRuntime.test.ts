@@ -164,6 +164,46 @@ describe("SessionRuntime write protocol", () => {
   });
 });
 
+describe("SessionRuntime ref generations", () => {
+  it("counts a first tab's documents from 1, so its refs stay short", async () => {
+    const { h, tabId, session } = await ready();
+    expect(await refOf(session, "button", "Sign in")).toBe("g1e3");
+    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" } });
+    await settle();
+    expect(await refOf(session, "button", "Sign in")).toBe("g2e3");
+  });
+
+  it("hands out a new document's refs only once its generation is in the lease record", async () => {
+    const { h, tabId, session } = await ready();
+    let release: () => void = () => undefined;
+    h.store.session.gate = new Promise((resolve) => {
+      release = resolve;
+    });
+    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" } });
+    const commandId = nextUuid();
+    session.receive({ type: "read", commandId, command: { name: "snapshot" }, deadlineAt: FUTURE });
+    await settle();
+    expect(session.framesOf("read_result")).toEqual([]);
+    h.store.session.gate = undefined;
+    release();
+    await settle();
+    const answered = session.framesOf("read_result").find((f) => f.commandId === commandId);
+    expect(answered).toMatchObject({ outcome: "succeeded", result: { generation: 2 } });
+  });
+
+  it("starts a tab provisioned again after a browser restart (lease epoch 2) from the clock", async () => {
+    const h = makeHarness();
+    enroll(h.store);
+    installLoginPage(h.chrome);
+    const device = await connectDevice(h);
+    device.receive({ type: "provision", ...LEASE_A, leaseEpoch: 2, allowedOrigins: ["https://example.com"], deadlineAt: FUTURE });
+    await settle();
+    const session = await openSession(h, device, LEASE_A, { leaseEpoch: 2 });
+    const ref = await refOf(session, "button", "Sign in");
+    expect(Number(/^g(\d+)e/.exec(ref)?.[1])).toBeGreaterThanOrEqual(1_000_000);
+  });
+});
+
 describe("SessionRuntime queueing", () => {
   it("runs two commands of one runtime first-in first-out, one at a time", async () => {
     const { h, session } = await ready();

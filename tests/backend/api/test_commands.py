@@ -262,6 +262,64 @@ async def test_extension_without_element_state_waits_gets_426_for_that_condition
         assert kinds == ["text_appears"]
 
 
+@pytest.mark.parametrize(
+    ("capability", "command"),
+    [
+        ("drag_v1", {"name": "drag", "ref": "g1e1", "dx": 40, "dy": 0}),
+        ("select_text_v1", {"name": "select_text", "ref": "g1e2", "text": "Us"}),
+    ],
+)
+async def test_extension_without_a_verb_capability_gets_426_for_that_verb_only(
+    backend: Backend, capability: str, command: dict[str, Any]
+) -> None:
+    # An older extension would prepare the write and then fail it with a decoder message.
+    caps = [c for c in ALL_CAPABILITIES if c != capability]
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(capabilities=caps))
+        url = f"/v1/sessions/{sid}/commands"
+        for dry_run in (False, True):
+            refused = await http.post(url, json=_cmd(command, dryRun=dry_run))
+            assert (refused.status_code, refused.json()["code"]) == (
+                426,
+                "protocol_upgrade_required",
+            ), refused.text
+            assert command["name"] in refused.json()["detail"]
+        clicked = await http.post(url, json=_cmd({"name": "click", "ref": "g1e1"}))
+        assert clicked.status_code == 200, clicked.text
+        lease = next(iter(device.leases.values()))
+        prepared = [
+            f.name for f in lease.session_frames if isinstance(f, m.SessionServerWritePrepare)
+        ]
+        assert prepared == ["click"]
+
+
+async def test_drag_and_select_text_run_as_journaled_writes_with_previews(
+    backend: Backend,
+) -> None:
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        drag = {"name": "drag", "ref": "g1e2", "targetRef": "g1e3"}
+        dry = await http.post(url, json=_cmd(drag, dryRun=True))
+        assert dry.status_code == 200, dry.text
+        assert dry.json()["result"]["preview"]["drag"]["dropName"] == "Password"
+        select = {"name": "select_text", "ref": "g1e1", "text": "Sign"}
+        done = await http.post(url, json=_cmd(select))
+        assert done.status_code == 200, done.text
+        assert done.json()["result"]["selection"] == {
+            "text": "Sign",
+            "length": 4,
+            "start": 0,
+            "end": 4,
+        }
+        lease = next(iter(device.leases.values()))
+        grants = [f for f in lease.session_frames if isinstance(f, m.SessionServerWriteGrant)]
+        assert [(g.command.to_wire()["name"], g.dry_run) for g in grants] == [
+            ("drag", True),
+            ("select_text", False),
+        ]
+
+
 async def test_commands_need_a_live_socket_and_a_live_session(backend: Backend) -> None:
     async with backend.client(backend.api_key()) as http:
         _, sid = await _session(backend, http, Behaviour(open_session_sockets=False))

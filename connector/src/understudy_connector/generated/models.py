@@ -16,7 +16,7 @@ Ref = TypeAliasType(
     ],
 )
 """
-Element ref from a snapshot: `g<generation>e<element>`. A navigation to a new document retires every ref of the tab; a stale ref is an error, never a guess.
+Element ref from a snapshot: `g<generation>e<element>`. The generation counts the tab's documents from 1; a tab provisioned again for the same session after a browser restart counts from a clock-derived number instead, so a ref from before the restart is never issued again. A navigation to a new document retires every ref of the tab; a stale ref is an error (`stale_ref`), never a guess.
 """
 
 
@@ -65,7 +65,9 @@ CommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "drag",
             "focus",
+            "select_text",
             "type",
             "fill",
             "fill_secret",
@@ -102,7 +104,9 @@ WriteCommandName = TypeAliasType(
             "reload",
             "click",
             "hover",
+            "drag",
             "focus",
+            "select_text",
             "type",
             "fill",
             "fill_secret",
@@ -331,6 +335,31 @@ class HoverCommand(WireModel):
     ref: Ref
 
 
+class DragCommand(WireModel):
+    """
+    Drag the element a ref names with the left mouse button: press at the centre of its box, move to the end point in `steps` intermediate moves (one animation frame apart), release there. The end point is the centre of the element `targetRef` names, or the start moved by `dx`, `dy` CSS pixels; give exactly one of the two (`invalid_arguments` otherwise). Real mouse input (`Input.dispatchMouseEvent`), so pointer-event sliders and sortables and native HTML5 drag and drop (`draggable`, `dragstart`, `drop`) all see it. The source is scrolled into view and must have stopped moving; both points must lie in the visible page (`element_not_interactable` otherwise); and, as for `click`, each is hit-tested before anything is pressed: a covered source or drop target fails `element_obscured` naming what is on top. A dry run scrolls and presses nothing: it resolves both ends, hit-tests those in view where they are now (a covered one fails `element_obscured` as the drag would), and previews the drag in `preview.drag`.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["drag"]
+    ref: Ref
+    target_ref: Annotated[Ref | None, Field(alias="targetRef")] = None
+    dx: Annotated[int | None, Field(ge=-10000, le=10000)] = None
+    """
+    Drop this many CSS pixels right of the start (negative: left); with `dy`, instead of `targetRef`.
+    """
+    dy: Annotated[int | None, Field(ge=-10000, le=10000)] = None
+    """
+    Drop this many CSS pixels below the start (negative: above); with `dx`, instead of `targetRef`.
+    """
+    steps: Annotated[int | None, Field(ge=1, le=100)] = 10
+    """
+    Mouse moves between the press and the release; more steps suit pages that track the pointer's path.
+    """
+
+
 class FocusCommand(WireModel):
     """
     Move keyboard focus to the element a ref names (as a Tab or a click would), without pressing or typing; focus and focusin handlers run.
@@ -341,6 +370,30 @@ class FocusCommand(WireModel):
     )
     name: Literal["focus"]
     ref: Ref
+
+
+class SelectTextCommand(WireModel):
+    """
+    Select text, as a person dragging over it would: the whole text of the element a ref names, the range from `start` to `end` in it, or the first occurrence of `text` in it (without `ref`: in the page; `start`/`end` need a `ref`). Offsets and the search count the element's rendered text with each run of white space as one space, as a snapshot shows it; in a text field they count its value, which is focused and selected with `setSelectionRange`. A write, though it leaves the document as it is: it moves the selection (and, for a field, focus), which the page observes (`selectionchange`, `select`) and the next writes act on (typing replaces the selection, Control+C copies it). The result's `selection` says what was selected; a dry run previews it and selects nothing. Text that is not there, and offsets past its end, fail `invalid_arguments` saying so.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    name: Literal["select_text"]
+    ref: Ref | None = None
+    text: Annotated[str | None, Field(max_length=1000, min_length=1)] = None
+    """
+    Select the first occurrence of this text (white space runs match any white space run); not with `start`/`end`.
+    """
+    start: Annotated[int | None, Field(ge=0, le=1000000)] = None
+    """
+    First character to select (0-based); with `end` and `ref`.
+    """
+    end: Annotated[int | None, Field(ge=1, le=1000000)] = None
+    """
+    One past the last character to select; greater than `start`.
+    """
 
 
 class TypeCommand(WireModel):
@@ -546,31 +599,52 @@ class ScreenshotResult(WireModel):
     height: Annotated[int, Field(ge=1)]
 
 
-class WritePreview(WireModel):
+class TextSelection(WireModel):
     """
-    What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know).
+    What `select_text` selected (or, in a dry run, would select).
     """
 
     model_config = ConfigDict(
         extra="forbid",
     )
-    target_role: Annotated[str | None, Field(alias="targetRole")] = None
-    target_name: Annotated[str | None, Field(alias="targetName")] = None
-    navigates_to: Annotated[str | None, Field(alias="navigatesTo")] = None
+    text: Annotated[str, Field(max_length=1000)]
     """
-    The URL a navigation would load. For a form submission it is the action URL without the form's fields (a GET submission replaces the query with them): the fields may hold secrets, so a preview never carries them.
+    The selected text, its first 1,000 characters when longer (then shorter than `length`).
     """
-    method: Literal["GET", "POST"] | None = None
+    length: Annotated[int, Field(ge=0)]
     """
-    The HTTP method of that navigation: `GET` for links and areas, the form's method (or the control's `formmethod`) for a submission.
+    The selected text's full length in characters.
     """
-    allowed: bool
+    start: Annotated[int, Field(ge=0)]
     """
-    Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the extension's origin and popup guards meet the navigation it makes.
+    Where the selection starts in the element's (or page's) text, counted as `select_text` counts.
     """
-    opens_popup: Annotated[bool | None, Field(alias="opensPopup")] = None
+    end: Annotated[int, Field(ge=0)]
     """
-    Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
+    One past where it ends.
+    """
+
+
+class DragPreview(WireModel):
+    """
+    Where a `drag` would press and release, in CSS pixels of the viewport as the page is scrolled now (the drag itself scrolls the source into view first, which can move both points).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    from_x: Annotated[int, Field(alias="fromX")]
+    from_y: Annotated[int, Field(alias="fromY")]
+    to_x: Annotated[int, Field(alias="toX")]
+    to_y: Annotated[int, Field(alias="toY")]
+    steps: Annotated[int, Field(ge=1)]
+    drop_role: Annotated[str | None, Field(alias="dropRole")] = None
+    """
+    The role of the element `targetRef` names (absent for an offset).
+    """
+    drop_name: Annotated[str | None, Field(alias="dropName")] = None
+    """
+    Its accessible name.
     """
 
 
@@ -735,12 +809,14 @@ Capability = TypeAliasType(
             "popup_guard_v1",
             "snapshot_compact_v1",
             "wait_for_element_state_v1",
+            "drag_v1",
+            "select_text_v1",
         ],
         Field(examples=["safe_write_v2"], title="Capability"),
     ],
 )
 """
-A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`). `wait_for_element_state_v1`: `wait_for` takes an `element_state` condition; the service refuses that condition with `426 protocol_upgrade_required` for an extension without it, since an older one would answer it as matched.
+A feature the extension implements. `safe_write_v2` is required before any write is sent. `snapshot_compact_v1`: `snapshot` takes `format` and `changesSince` (an older extension refuses them as `invalid_arguments`). `wait_for_element_state_v1`: `wait_for` takes an `element_state` condition; the service refuses that condition with `426 protocol_upgrade_required` for an extension without it, since an older one would answer it as matched. `drag_v1` and `select_text_v1`: the extension runs `drag` and `select_text`; the service refuses them with `426 protocol_upgrade_required` for an extension without the capability (an older one would fail them only after the grant, with a decoder message that names no remedy).
 """
 
 
@@ -1939,7 +2015,9 @@ Command = TypeAliasType(
         | ReloadCommand
         | ClickCommand
         | HoverCommand
+        | DragCommand
         | FocusCommand
+        | SelectTextCommand
         | TypeCommand
         | FillCommand
         | FillSecretCommand
@@ -2011,9 +2089,39 @@ class WaitForResult(WireModel):
     """
 
 
+class WritePreview(WireModel):
+    """
+    What a `dryRun` write resolved without acting. For `click` on a link, an image-map area or a form's submit control, `navigatesTo`, `method` and `opensPopup` say where the click would navigate; they are absent where the page decides in script (the preview cannot know). For `drag`, `drag` says where it would press and release; for `select_text`, `selection` what it would select (`targetRole`/`targetName` name the element a ref names, absent for a page-wide search).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+    )
+    target_role: Annotated[str | None, Field(alias="targetRole")] = None
+    target_name: Annotated[str | None, Field(alias="targetName")] = None
+    navigates_to: Annotated[str | None, Field(alias="navigatesTo")] = None
+    """
+    The URL a navigation would load. For a form submission it is the action URL without the form's fields (a GET submission replaces the query with them): the fields may hold secrets, so a preview never carries them.
+    """
+    method: Literal["GET", "POST"] | None = None
+    """
+    The HTTP method of that navigation: `GET` for links and areas, the form's method (or the control's `formmethod`) for a submission.
+    """
+    allowed: bool
+    """
+    Whether the session's allowed origins and the device's local origin policy admit `navigatesTo` (true when the write navigates nowhere). A refused `navigate`, history step or reload fails `origin_not_allowed` before acting; a click's navigation is predicted only, so the click runs and the extension's origin and popup guards meet the navigation it makes.
+    """
+    opens_popup: Annotated[bool | None, Field(alias="opensPopup")] = None
+    """
+    Whether the navigation would open in another browsing context (a link's or form's `target`, or the document's `<base target>`, other than `_self`, `_parent` or `_top`). Absent where unknown, such as a script calling `window.open`.
+    """
+    drag: DragPreview | None = None
+    selection: TextSelection | None = None
+
+
 class WriteResult(WireModel):
     """
-    Result of every write command: the tab afterwards, or the preview of a dry run.
+    Result of every write command: the tab afterwards, or the preview of a dry run. `select_text` adds the `selection` it made.
     """
 
     model_config = ConfigDict(
@@ -2026,7 +2134,9 @@ class WriteResult(WireModel):
         "reload",
         "click",
         "hover",
+        "drag",
         "focus",
+        "select_text",
         "type",
         "fill",
         "fill_secret",
@@ -2046,6 +2156,7 @@ class WriteResult(WireModel):
     """
     Navigations and popups of the page that the extension stopped while this command ran or within its settle window, oldest first. Absent when there were none.
     """
+    selection: TextSelection | None = None
 
 
 class TabInfo(WireModel):
