@@ -524,7 +524,7 @@ def test_friction_lowers_the_ease() -> None:
     assert broken < calm and failed.arguments["ease"] < calm
 
 
-COMPACT_CHECKOUT = """# Checkout: shipping — http://127.0.0.1:8123/checkout/shipping (snapshot g7s7)
+COMPACT_CHECKOUT = """# Checkout: shipping — http://127.0.0.1:8123/checkout/shipping (g7s7)
 banner
  Fernhill Goods
  navigation "Main"
@@ -539,6 +539,21 @@ main
  textbox [g7e28]
  img src=banner.svg [g7e8]
  button "Continue to payment" [g7e30]"""
+
+
+@pytest.mark.parametrize(
+    ("header", "url", "title"),
+    [
+        ("# Sign in — http://127.0.0.1:81/login (g2s1)", "http://127.0.0.1:81/login", "Sign in"),
+        ("# A — B — https://shop.test/x (g1s3)", "https://shop.test/x", "A — B"),
+        ("# http://127.0.0.1:8123/plain (g2s1)", "http://127.0.0.1:8123/plain", ""),
+    ],
+)
+def test_a_compact_header_gives_the_url_and_only_a_real_title(
+    header: str, url: str, title: str
+) -> None:
+    page = read_text(f'{header}\nbutton "Go" [g2e1]')
+    assert (page.url, page.title) == (url, title)
 
 
 def test_a_compact_snapshot_reads_like_the_structured_one() -> None:
@@ -637,6 +652,6 @@ def test_names_with_quotes_and_brackets_survive_both_text_forms() -> None:
     odd = 'It\'s "odd" [g9e9] (x)'
     page = snapshot("/odd", "Odd", [{"ref": "g1e5", "role": "button", "name": odd, "depth": 1}])
     assert read_text(render_snapshot(page)).elements[0].name == odd
-    compact = f"# Odd — {ORIGIN}/odd (snapshot g1s1)\nbutton {json.dumps(odd)} [g1e5]"
+    compact = f"# Odd — {ORIGIN}/odd (g1s1)\nbutton {json.dumps(odd)} [g1e5]"
     assert read_text(compact).elements[0].name == odd
     assert read_text('button "broken \\u12" [g1e5]').elements[0].ref == "g1e5"

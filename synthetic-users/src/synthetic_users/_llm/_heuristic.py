@@ -268,10 +268,18 @@ RENDERED_NODE = re.compile(
 
 
 def _header(line: str) -> tuple[str, str]:
+    """The URL and title of a header: compact `# <title> — <url> (g2s1)` or `# <url> (g2s1)` (a
+    page whose title says no more than its URL), rendered `# <title> (<url>) generation 2`."""
     found = HEADER_URL.search(line)
     url = found.group(1) if found else ""
-    title = line.lstrip("# ").split(" — ")[0].split(f" ({url}")[0] if line.startswith("#") else ""
-    return url, title
+    if not line.startswith("#") or not url:
+        return url, ""
+    body = line.lstrip("# ")
+    for marker in (f" — {url}", f" ({url})"):
+        cut = body.rfind(marker)
+        if cut >= 0:
+            return url, body[:cut]
+    return url, ""
 
 
 def _unquote(literal: str | None, *, python: bool = False) -> str:
