@@ -58,7 +58,7 @@ ELEMENT_SCHEMA: Final[dict[str, Any]] = {
     "maxLength": 500,
     "description": (
         "What the ref's element is, in a few words (like 'Sign in button'): shown for approval "
-        "and in the audit, never sent to the browser."
+        "only, never audited nor sent to the browser."
     ),
 }
 REF_DESCRIPTION: Final = "The element's ref from the latest snapshot, like g2e14."
