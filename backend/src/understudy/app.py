@@ -33,10 +33,9 @@ from litestar.connection import WebSocket
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, WebSocketDisconnect
 from litestar.params import FromPath
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from understudy import _security
-from understudy._commands import CommandState
 from understudy._connection import (
     CLOSE_FRAME_RATE,
     CLOSE_HELLO_TIMEOUT,
@@ -55,6 +54,7 @@ from understudy._store import dialogs as dialog_store
 from understudy._store import sessions as session_store
 from understudy._store._migrations import current_version
 from understudy._views import at, is_terminal, session_view, tombstone_view
+from understudy._write_protocol import http_answer
 from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 
@@ -79,7 +79,6 @@ _UUID = re.compile(r"[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}")
 MAX_JSON_DEPTH = 128
 _STRINGS = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 _BRACKETS = re.compile(r"[\[\]{}]")
-RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
 
 
 @dataclass(frozen=True)
@@ -441,61 +440,8 @@ async def session_options() -> Response[None]:
 
 def _outcome(session_id: str, row: CommandRow) -> Response[Any]:
     """The HTTP answer for a command's durable state (the outcome table of the spec)."""
-    state = CommandState(row.state)
-    command_id = uuid.UUID(row.command_id)
-    name: Any = row.name
-    if state in (CommandState.SUCCEEDED, CommandState.FAILED):
-        error = (
-            m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
-            if row.error_code
-            else None
-        )
-        result = RESULTS.validate_python(row.result) if row.result is not None else None
-        return _json(
-            m.CommandOutcome(
-                command_id=command_id,
-                name=name,
-                status="succeeded" if state == CommandState.SUCCEEDED else "failed",
-                dry_run=row.dry_run,
-                result=result,
-                error=error,
-                completed_at=at(row.completed_at or row.admitted_at),
-            ),
-            200,
-        )
-    if state.open:
-        location = f"/v1/sessions/{session_id}/commands/{row.command_id}"
-        status: Any = "granted" if state == CommandState.GRANTED else "pending"
-        return _json(
-            m.CommandPending(
-                command_id=command_id, name=name, status=status, retry_policy="poll_same_command"
-            ),
-            202,
-            {"Location": location, "Retry-After": "1"},
-        )
-    if state == CommandState.UNKNOWN:
-        raise ProblemError(
-            409,
-            "command_outcome_unknown",
-            "this write may have run; do not retry it — inspect the page with a read, then decide",
-            command_id=row.command_id,
-            retry_policy="do_not_retry",
-        )
-    if state == CommandState.NOT_STARTED:
-        raise ProblemError(
-            504,
-            "command_not_started",
-            "the write was not started; retrying the same commandId is safe",
-            command_id=row.command_id,
-            retry_policy="retry_same_command",
-        )
-    raise ProblemError(
-        504,
-        "command_timed_out",
-        "the read did not answer in time; retrying the same commandId is safe",
-        command_id=row.command_id,
-        retry_policy="retry_same_command",
-    )
+    answer = http_answer(session_id, row)
+    return _json(answer.body, answer.status, answer.headers)
 
 
 @post("/v1/sessions/{session_id:str}/commands")
@@ -602,7 +548,6 @@ async def connect_ticket(request: Request[Any, Any, Any]) -> Response[Any]:
 
 
 def _at(ts: float | None) -> Any:
-    from understudy._views import at
 
     return at(ts) if ts is not None else None
 

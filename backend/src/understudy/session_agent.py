@@ -27,12 +27,13 @@ from pydantic import TypeAdapter, ValidationError
 
 from understudy import _faults, _security
 from understudy._clock import utc, wait_until
-from understudy._commands import CommandState, move
+from understudy._commands import CommandState
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._lifecycle import SessionState
 from understudy._problems import ProblemError
 from understudy._store import blocked, commands, credentials, dialogs, quotas, tickets, vault
 from understudy._store import sessions as store
+from understudy._write_protocol import Decision, Effect, Event, JournalState, Kind, decide
 from understudy.coordinator import IDLE_TTL_S
 from understudy.generated import models as m
 from understudy.generated.catalog import COMMAND_KINDS
@@ -153,8 +154,11 @@ class SessionAgent:
                     command_id=command_id,
                     retry_policy="none",
                 )
-            if prior is not None and not CommandState(prior.state).retryable:
+            admission = decide(kind, prior.state if prior is not None else None, Event.ADMIT)
+            if prior is not None and admission.has(Effect.REPLAY):
                 return prior
+            target = admission.target
+            assert target is not None  # noqa: S101 - the table admits what it does not replay
             state = SessionState(session.status)
             if state == SessionState.CLOSING or state.terminal:
                 raise ProblemError(
@@ -204,7 +208,7 @@ class SessionAgent:
                     dry_run=dry_run,
                     fingerprint=fingerprint,
                     request=command,
-                    state=(_S.PENDING if kind == "read" else _S.PREPARING).value,
+                    state=target.value,
                     lease_epoch=epoch,
                     browser_epoch=session.browser_epoch,
                     admitted_at=now,
@@ -212,12 +216,11 @@ class SessionAgent:
                     deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
                 )
             else:  # a retry of a command that never ran
-                target = _S.PENDING if kind == "read" else _S.PREPARING
                 commands.update(
                     self.s.db,
                     self.session_id,
                     command_id,
-                    state=move(prior.state, target).value,
+                    state=target.value,
                     attempt=prior.attempt + 1,
                     lease_epoch=epoch,
                     admitted_at=now,
@@ -244,7 +247,8 @@ class SessionAgent:
             self.s.telemetry.emit(
                 "command.admitted", tenant=tenant, session=self.session_id, command=name, kind=kind
             )
-            if kind == "read":
+            out.step = admission.step
+            if admission.has(Effect.SEND_READ):
                 out.frames.append(
                     m.SessionServerRead(
                         type="read",
@@ -253,8 +257,7 @@ class SessionAgent:
                         deadline_at=utc(row.deadline),
                     )
                 )
-            else:
-                out.step = "preparing"
+            elif admission.has(Effect.SEND_PREPARE):
                 out.frames.append(
                     m.SessionServerWritePrepare(
                         type="write_prepare",
@@ -454,31 +457,28 @@ class SessionAgent:
             )
             await self.disconnected(self._serial, close=(CLOSE_NOT_AUTHORITATIVE, "stale epoch"))
             return
-        journal = {str(entry.command_id): entry.state for entry in hello.journal}
+        journal: dict[str, JournalState] = {
+            str(entry.command_id): entry.state for entry in hello.journal
+        }
 
         def body(out: _Outbox, now: float) -> None:
             cancel: list[uuid.UUID] = []
             unknown: list[uuid.UUID] = []
-            for row in commands.open_commands(self.s.db, self.session_id):
-                held = journal.get(row.command_id)
-                if row.state == _S.PENDING:
-                    self._end(out, row, _S.TIMED_OUT, now)
-                elif row.state == _S.PREPARING or (row.state == _S.GRANTED and held == "prepared"):
-                    # Never granted, or the grant never arrived: it cannot run any more.
-                    self._end(out, row, _S.NOT_STARTED, now)
-                    if held is not None:
-                        cancel.append(uuid.UUID(row.command_id))
-                elif held != "completed_unacked":
-                    # Started with no result, or lost from the journal: it may have run.
-                    self._unknown(out, row, now)
-                    unknown.append(uuid.UUID(row.command_id))
-            for command_id, held in journal.items():  # entries we already settled
-                settled = commands.get(self.s.db, self.session_id, command_id)
-                if held == "prepared" and (settled is None or not CommandState(settled.state).open):
+            settled: list[tuple[CommandRow | None, str, Decision]] = []
+            for open_row in commands.open_commands(self.s.db, self.session_id):
+                held = journal.get(open_row.command_id)
+                decision = self._decide(open_row, Event.HELLO, held)
+                settled.append((open_row, open_row.command_id, decision))
+            seen = {command_id for _, command_id, _ in settled}
+            for command_id, held in journal.items():  # entries we already settled, or never had
+                if command_id not in seen:
+                    row = commands.get(self.s.db, self.session_id, command_id)
+                    settled.append((row, command_id, self._decide(row, Event.HELLO, held)))
+            for row, command_id, decision in settled:
+                self._apply(out, row, uuid.UUID(command_id), decision, now)
+                if decision.has(Effect.HELLO_CANCEL):
                     cancel.append(uuid.UUID(command_id))
-                elif held == "started" and (settled is None or settled.state == _S.UNKNOWN):
-                    # Already unknown (a deadline or an earlier hello): say so again, or the
-                    # extension keeps the entry and reports it on every hello of this epoch.
+                if decision.has(Effect.HELLO_UNKNOWN):
                     unknown.append(uuid.UUID(command_id))
             session = store.require(self.s.db, self.session_id)
             out.frames.append(
@@ -498,30 +498,21 @@ class SessionAgent:
 
     def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
         row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        if row is None or row.kind != "read" or row.state != _S.PENDING:
-            return  # late (timed out) or duplicated: nothing to do
-        self._finish(out, row, frame.outcome, frame.result, frame.error, now)
+        succeeded = frame.outcome == "succeeded"
+        event = Event.READ_SUCCEEDED if succeeded else Event.READ_FAILED
+        decision = self._decide(row, event, kind="read")
+        self._apply(
+            out, row, frame.command_id, decision, now, result=frame.result, error=frame.error
+        )
 
     def _write_ready(self, out: _Outbox, now: float, frame: m.SessionClientWriteReady) -> None:
         row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        if row is None or row.kind != "write" or row.state != _S.PREPARING:
-            if row is None or not CommandState(row.state).open:
-                # Late or unknown: make sure the extension drops its preparation.
-                out.frames.append(
-                    m.SessionServerCancel(
-                        type="cancel", command_id=frame.command_id, reason="ready_deadline"
-                    )
-                )
-            return  # a duplicate write_ready for a granted write: never send the payload again
+        decision = self._decide(row, Event.WRITE_READY)
+        if row is None or not decision.has(Effect.SEND_GRANT):
+            self._apply(out, row, frame.command_id, decision, now)
+            return
         if frame.lease_epoch != row.lease_epoch:
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="stale_lease_epoch",
-                    message="write_ready for another lease epoch",
-                    command_id=frame.command_id,
-                )
-            )
+            self._apply(out, row, frame.command_id, self._decide(row, Event.READY_STALE_EPOCH), now)
             return
         command: Any = m.CommandRequest.model_validate(
             {"commandId": row.command_id, "command": row.request}
@@ -534,33 +525,15 @@ class SessionAgent:
             else:
                 secret = vault.reveal(self.s.db, self.s.keys, row.tenant, name)
             if secret is None:
-                self._finish(
-                    out,
-                    row,
-                    "failed",
-                    None,
-                    m.ErrorInfo(
-                        code="secret_not_found",
-                        message=f"no secret named {command.secret_ref} in your tenant's vault; "
-                        "add it with `understudy secrets put`",
-                    ),
-                    now,
+                missing = m.ErrorInfo(
+                    code="secret_not_found",
+                    message=f"no secret named {command.secret_ref} in your tenant's vault; "
+                    "add it with `understudy secrets put`",
                 )
-                out.frames.append(
-                    m.SessionServerCancel(
-                        type="cancel", command_id=frame.command_id, reason="superseded"
-                    )
-                )
+                decision = self._decide(row, Event.READY_NOT_IN_VAULT)
+                self._apply(out, row, frame.command_id, decision, now, error=missing)
                 return
-        commands.update(
-            self.s.db,
-            self.session_id,
-            row.command_id,
-            state=move(row.state, _S.GRANTED).value,
-            ready_deadline=None,
-        )
-        out.wake.add(row.command_id)
-        out.step = "granted"
+        self._apply(out, row, frame.command_id, decision, now)
         # The plaintext exists only in this frame object, in memory, until it is sent.
         out.frames.append(
             m.SessionServerWriteGrant(
@@ -576,33 +549,11 @@ class SessionAgent:
 
     def _result(self, out: _Outbox, now: float, frame: m.SessionClientResult) -> None:
         row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        ack = m.SessionServerResultAck(type="result_ack", command_id=frame.command_id)
-        if row is None or row.kind != "write":
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="unknown_command",
-                    message="no write with this commandId",
-                    command_id=frame.command_id,
-                )
-            )
-            return
-        state = CommandState(row.state)
-        if state == _S.GRANTED:
-            self._finish(out, row, frame.outcome, frame.result, frame.error, now)
-            out.step = "result"
-            out.frames.append(ack)
-        elif state in (_S.SUCCEEDED, _S.FAILED, _S.UNKNOWN):
-            out.frames.append(ack)  # a replay of a result we hold (or gave up on): just ack it
-        else:
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="not_granted",
-                    message="a result for a write never granted",
-                    command_id=frame.command_id,
-                )
-            )
+        event = Event.WRITE_SUCCEEDED if frame.outcome == "succeeded" else Event.WRITE_FAILED
+        decision = self._decide(row, event, kind="write")
+        self._apply(
+            out, row, frame.command_id, decision, now, result=frame.result, error=frame.error
+        )
 
     def _dialog(self, out: _Outbox, now: float, frame: m.SessionClientDialog) -> None:
         record = frame.dialog.to_wire()
@@ -630,42 +581,90 @@ class SessionAgent:
 
     # -- outcomes ------------------------------------------------------------------------------
 
-    def _finish(
+    def _decide(
+        self,
+        row: CommandRow | None,
+        event: Event,
+        journal: JournalState | None = None,
+        *,
+        kind: Kind = "write",
+    ) -> Decision:
+        """The table's decision for `row` (None: no such command; `kind` says what the frame
+        that named it expected)."""
+        if row is None:
+            return decide(kind, None, event, journal)
+        return decide("read" if row.kind == "read" else "write", row.state, event, journal)
+
+    def _apply(
         self,
         out: _Outbox,
-        row: CommandRow,
-        outcome: str,
-        result: Any,
-        error: m.ErrorInfo | None,
+        row: CommandRow | None,
+        command_id: uuid.UUID,
+        decision: Decision,
         now: float,
+        *,
+        result: Any = None,
+        error: m.ErrorInfo | None = None,
     ) -> None:
-        target = _S.SUCCEEDED if outcome == "succeeded" else _S.FAILED
-        self._end(
-            out,
-            row,
-            target,
-            now,
-            result=result.to_wire() if result is not None else None,
-            error_code=error.code if error is not None else None,
-            error_message=error.message if error is not None else None,
-            request=None,  # the arguments are not kept once the outcome is
-        )
+        """Carry out a decision: persist the next state, then queue its frames."""
+        target = decision.target
+        if row is not None and target is not None:
+            if target.open:  # granted: the deadline of the work runs on
+                commands.update(
+                    self.s.db,
+                    self.session_id,
+                    row.command_id,
+                    state=target.value,
+                    ready_deadline=None,
+                )
+            else:
+                self._end(row, target, now, decision.has(Effect.RECORD_OUTCOME), result, error)
+            out.wake.add(row.command_id)
+        if row is not None and decision.has(Effect.BLOCK_WRITES):
+            session = store.require(self.s.db, self.session_id)
+            if session.writes_blocked_reason is None:  # the first reason stays the one reported
+                store.update(
+                    self.s.db,
+                    self.session_id,
+                    writes_blocked_reason="unknown_outcome",
+                    writes_blocked_command=row.command_id,
+                )
+        if decision.step is not None:
+            out.step = decision.step
+        for effect in decision.effects:
+            frame = _frame_of(effect, command_id)
+            if frame is not None:
+                out.frames.append(frame)
 
     def _end(
-        self, out: _Outbox, row: CommandRow, target: CommandState, now: float, **outcome: Any
+        self,
+        row: CommandRow,
+        target: CommandState,
+        now: float,
+        reported: bool,
+        result: Any,
+        error: m.ErrorInfo | None,
     ) -> None:
-        """Persist a terminal state (with the outcome's columns, when the extension gave one)."""
+        """Persist a terminal state, with the outcome's columns when the extension gave one."""
+        outcome: dict[str, Any] = {}
+        if reported:
+            outcome = {
+                "result": result.to_wire() if result is not None else None,
+                "error_code": error.code if error is not None else None,
+                "error_message": error.message if error is not None else None,
+                "request": None,  # the arguments are not kept once the outcome is
+            }
         commands.update(
             self.s.db,
             self.session_id,
             row.command_id,
-            state=move(row.state, target).value,
+            state=target.value,
             completed_at=now,
             ready_deadline=None,
             **outcome,
         )
         # Latency only for outcomes the extension reported; the others ended on a deadline.
-        latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if outcome else {}
+        latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if reported else {}
         self.s.telemetry.emit(
             "command.outcome",
             session=self.session_id,
@@ -674,48 +673,24 @@ class SessionAgent:
             kind=row.kind,
             **latency,
         )
-        out.wake.add(row.command_id)
 
-    def _unknown(self, out: _Outbox, row: CommandRow, now: float) -> None:
-        self._end(out, row, _S.UNKNOWN, now)
-        session = store.require(self.s.db, self.session_id)
-        if session.writes_blocked_reason is None:  # the first reason stays the one reported
-            store.update(
-                self.s.db,
-                self.session_id,
-                writes_blocked_reason="unknown_outcome",
-                writes_blocked_command=row.command_id,
-            )
+    def _settle_open(self, out: _Outbox, now: float, event: Event, due_only: bool = False) -> None:
+        """Decide `event` for every open command (only those whose deadline passed, if
+        `due_only`)."""
+        for row in commands.open_commands(self.s.db, self.session_id):
+            if due_only and now < _due(row):
+                continue
+            decision = self._decide(row, event)
+            self._apply(out, row, uuid.UUID(row.command_id), decision, now)
 
     def epoch_lost(self, now: float) -> None:
         """Inside a coordinator turn: the browser epoch changed, so every open command ends."""
-        out = _Outbox()
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if row.state == _S.PENDING:
-                self._end(out, row, _S.TIMED_OUT, now)
-            elif row.state == _S.PREPARING:
-                self._end(out, row, _S.NOT_STARTED, now)
-            else:
-                self._unknown(out, row, now)
+        self._settle_open(_Outbox(), now, Event.EPOCH_LOST)
 
     # -- the timer -----------------------------------------------------------------------------
 
     def _expire_due(self, out: _Outbox, now: float) -> None:
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if now < _due(row):
-                continue
-            if row.state == _S.GRANTED:
-                self._unknown(out, row, now)  # it may have run: never guess
-                continue
-            preparing = row.state == _S.PREPARING
-            self._end(out, row, _S.NOT_STARTED if preparing else _S.TIMED_OUT, now)
-            out.frames.append(
-                m.SessionServerCancel(
-                    type="cancel",
-                    command_id=uuid.UUID(row.command_id),
-                    reason="ready_deadline" if preparing else "deadline",
-                )
-            )
+        self._settle_open(out, now, Event.DEADLINE, due_only=True)
 
     def arm(self) -> None:
         due = min(
@@ -769,11 +744,7 @@ class SessionAgent:
                 await conn.close(*close)
 
     def _socket_lost(self, out: _Outbox, now: float) -> None:
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if row.state == _S.PENDING:
-                self._end(out, row, _S.TIMED_OUT, now)
-            elif row.state == _S.PREPARING:
-                self._end(out, row, _S.NOT_STARTED, now)
+        self._settle_open(out, now, Event.SOCKET_LOST)
 
     async def shutdown(self) -> None:
         if self._timer is not None:
@@ -794,3 +765,29 @@ def _due(row: CommandRow) -> float:
 def _waits_on_element_state(command: dict[str, Any]) -> bool:
     condition = command.get("condition") if command.get("name") == "wait_for" else None
     return isinstance(condition, dict) and condition.get("kind") == "element_state"
+
+
+def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | None:
+    """The frame an effect sends by itself (the read, prepare and grant frames carry more)."""
+    match effect:
+        case Effect.CANCEL_READY_DEADLINE:
+            return m.SessionServerCancel(
+                type="cancel", command_id=command_id, reason="ready_deadline"
+            )
+        case Effect.CANCEL_DEADLINE:
+            return m.SessionServerCancel(type="cancel", command_id=command_id, reason="deadline")
+        case Effect.CANCEL_SUPERSEDED:
+            return m.SessionServerCancel(type="cancel", command_id=command_id, reason="superseded")
+        case Effect.SEND_RESULT_ACK:
+            return m.SessionServerResultAck(type="result_ack", command_id=command_id)
+        case Effect.ERROR_UNKNOWN_COMMAND:
+            return _error(command_id, "unknown_command", "no write with this commandId")
+        case Effect.ERROR_NOT_GRANTED:
+            return _error(command_id, "not_granted", "a result for a write never granted")
+        case Effect.ERROR_STALE_LEASE_EPOCH:
+            return _error(command_id, "stale_lease_epoch", "write_ready for another lease epoch")
+    return None
+
+
+def _error(command_id: uuid.UUID, code: str, message: str) -> m.SessionServerError:
+    return m.SessionServerError(type="error", code=code, message=message, command_id=command_id)
