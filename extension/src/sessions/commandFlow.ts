@@ -9,23 +9,64 @@
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
  * owns the session now decides, and a started entry stays unknown.
+ *
+ * The flow owns the runtime's write journal and its single-flight queue; the runtime reaches them
+ * only through the methods below (frames in, the hello's journal, counts for the panel), and the
+ * flow reaches the runtime only through `CommandHost`.
  */
+import type { AuthorityCheck } from "../cdp/cdpSession";
+import type { StorageArea } from "../chrome/facade";
+import type { CommandContext } from "../commands/context";
 import { planWrite, runRead } from "../commands/index";
 import { CommandError, StaleAuthorityError, toErrorInfo } from "../errors";
+import { isWriteCommand } from "../generated/catalog";
 import type {
+  BlockedNavigation,
   Command,
   CommandResult,
+  SessionClientFrame,
+  SessionClientHello,
+  SessionServerHelloAck,
   SessionServerRead,
   SessionServerWriteGrant,
   SessionServerWritePrepare,
   WriteCommandName,
   WriteResult,
 } from "../generated/wire";
+import type { Logger } from "../log";
 import { decodeCommand } from "../protocol/decode";
-import type { RuntimeDeps } from "./runtimeDeps";
-import type { SessionRuntime, SettleKind } from "./sessionRuntime";
-import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome } from "./writeJournal";
-import { isWriteCommand } from "../generated/catalog";
+import { CommandQueue } from "./commandQueue";
+import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome, WriteJournal } from "./writeJournal";
+
+/** What a write waits for after it acted (see `SessionRuntime.settleWindow`). */
+export type SettleKind = "activation" | "document" | "none";
+
+/** What the flow needs from its runtime: the socket, the authority fence, and the tab commands run in. */
+export interface CommandHost {
+  /** Sends a frame on the session socket; false when it is not open. */
+  send(frame: SessionClientFrame): boolean;
+  /** The lease epoch the runtime holds now. */
+  readonly leaseEpoch: number;
+  /** A check that throws once the runtime's authority for `leaseEpoch` is gone. */
+  authority(leaseEpoch?: number): AuthorityCheck;
+  /** The context a command runs in, fenced by `check`. */
+  context(deadlineMs: number, check: AuthorityCheck): CommandContext;
+  /** Runs `task` with what the page tried and was stopped attributed to `commandId`. */
+  attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }>;
+  /** The settle window after a write acted. */
+  settleWindow(deadlineMs: number, kind: SettleKind): Promise<void>;
+  now(): number;
+}
+
+/** Where reads and writes run; the command implementations, unless a test passes fakes. */
+export interface CommandRunners {
+  readonly planWrite: typeof planWrite;
+  readonly runRead: typeof runRead;
+}
+
+const COMMANDS: CommandRunners = { planWrite, runRead };
+/** A frame whose deadline does not parse gets this much time. */
+const DEFAULT_DEADLINE_MS = 20_000;
 
 /**
  * How long a write's settle window is (`SessionRuntime.settleWindow`): input that may make the page
@@ -56,56 +97,103 @@ function failed(error: unknown): StoredOutcome {
 }
 
 export class CommandFlow {
-  constructor(
-    private readonly runtime: SessionRuntime,
-    private readonly deps: RuntimeDeps,
-  ) {}
+  private readonly journal: WriteJournal;
+  private readonly queue: CommandQueue;
+  private blocked = false;
 
-  enqueueRead(frame: SessionServerRead): void {
+  constructor(
+    private readonly host: CommandHost,
+    area: StorageArea,
+    sessionId: string,
+    log: Logger,
+    private readonly commands: CommandRunners = COMMANDS,
+  ) {
+    this.journal = new WriteJournal(area, sessionId);
+    this.queue = new CommandQueue((error) => {
+      log.warn("command_task_failed", { kind: error instanceof Error ? error.name : "unknown" });
+    });
+  }
+
+  /** Loads the persisted journal (`items`: a storage read that included its key). */
+  load(items?: Readonly<Record<string, unknown>>): Promise<void> {
+    return this.journal.load(items);
+  }
+
+  /** The journal as the hello reports it: ids and states only. */
+  journalEntries(): SessionClientHello["journal"] {
+    return this.journal.list().map((entry) => ({ commandId: entry.commandId, state: entry.state }));
+  }
+
+  /** Entries in the journal, for the panel. */
+  get journaled(): number {
+    return this.journal.list().length;
+  }
+
+  /** Commands queued or running, for the panel. */
+  get queued(): number {
+    return this.queue.size;
+  }
+
+  /** Whether the backend said writes are blocked (hello_ack). */
+  get writesBlocked(): boolean {
+    return this.blocked;
+  }
+
+  /** Resolves once every queued command has finished. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  /** Forgets the journal (the lease ended). */
+  clear(): Promise<void> {
+    return this.journal.clear();
+  }
+
+  read(frame: SessionServerRead): void {
     const decoded = decodeCommand(frame.command);
     if (!decoded.ok || isWriteCommand(decoded.value.name)) {
       const message = decoded.ok ? `${decoded.value.name} is a write; submit it through the write protocol.` : decoded.message;
-      this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: { code: "invalid_arguments", message } });
+      this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: { code: "invalid_arguments", message } });
       return;
     }
     const command = decoded.value;
-    const check = this.runtime.authority();
-    const deadlineMs = this.runtime.deadlineOf(frame.deadlineAt);
-    this.runtime.queue.enqueue(frame.commandId, async () => {
+    const check = this.host.authority();
+    const deadlineMs = this.deadlineOf(frame.deadlineAt);
+    this.queue.enqueue(frame.commandId, async () => {
       let result: CommandResult;
       try {
         check();
-        const ctx = this.runtime.context(deadlineMs, check);
+        const ctx = this.host.context(deadlineMs, check);
         if (command.name === "wait_for") {
-          const { value, blocked } = await this.runtime.attributing(frame.commandId, () => runRead(ctx, command));
+          const { value, blocked } = await this.host.attributing(frame.commandId, () => this.commands.runRead(ctx, command));
           result = value.name === "wait_for" && blocked.length > 0 ? { ...value, blockedNavigations: blocked } : value;
         } else {
-          result = await runRead(ctx, command);
+          result = await this.commands.runRead(ctx, command);
         }
       } catch (error) {
         if (error instanceof StaleAuthorityError) return;
-        this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: toErrorInfo(error) });
+        this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: toErrorInfo(error) });
         return;
       }
-      this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "succeeded", result });
+      this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "succeeded", result });
     });
   }
 
   async prepare(frame: SessionServerWritePrepare): Promise<void> {
     const refuse = (message: string): void => {
-      this.runtime.send({ type: "error", code: "write_refused", message, commandId: frame.commandId });
+      this.host.send({ type: "error", code: "write_refused", message, commandId: frame.commandId });
     };
-    if (frame.leaseEpoch !== this.runtime.leaseEpoch) {
-      refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.runtime.leaseEpoch}.`);
+    if (frame.leaseEpoch !== this.host.leaseEpoch) {
+      refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.host.leaseEpoch}.`);
       return;
     }
-    if (this.runtime.writesBlocked) {
+    if (this.blocked) {
       refuse("Writes are blocked for this session after a browser restart or an unknown outcome; delete the session and create a new one.");
       return;
     }
     let entry: JournalEntry;
     try {
-      entry = await this.runtime.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
+      entry = await this.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
     } catch (error) {
       if (!(error instanceof JournalFullError)) throw error;
       refuse("The extension holds 64 unacknowledged writes; acknowledge their results first.");
@@ -115,17 +203,17 @@ export class CommandFlow {
       refuse("This command id was already granted; poll its outcome instead of preparing it again.");
       return;
     }
-    this.runtime.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
+    this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
   }
 
   async grant(frame: SessionServerWriteGrant): Promise<void> {
-    const entry = this.runtime.journal.get(frame.commandId);
+    const entry = this.journal.get(frame.commandId);
     if (entry?.state === "completed_unacked") {
       this.sendResult(entry, true);
       return;
     }
-    if (entry?.state !== "prepared" || entry.leaseEpoch !== frame.leaseEpoch || frame.leaseEpoch !== this.runtime.leaseEpoch) {
-      this.runtime.send({
+    if (entry?.state !== "prepared" || entry.leaseEpoch !== frame.leaseEpoch || frame.leaseEpoch !== this.host.leaseEpoch) {
+      this.host.send({
         type: "error",
         code: "write_refused",
         message: "write_grant without a matching prepared entry of this lease epoch; the write was not executed.",
@@ -140,11 +228,11 @@ export class CommandFlow {
       return;
     }
     const command = decoded.value;
-    const check = this.runtime.authority(frame.leaseEpoch);
-    const deadlineMs = this.runtime.deadlineOf(frame.deadlineAt);
+    const check = this.host.authority(frame.leaseEpoch);
+    const deadlineMs = this.deadlineOf(frame.deadlineAt);
     // The plaintext of fill_secret lives only in this closure until the task ran.
     const secretValue = frame.secretValue;
-    this.runtime.queue.enqueue(frame.commandId, () => this.execute(entry, command, frame.dryRun, secretValue, deadlineMs, check));
+    this.queue.enqueue(frame.commandId, () => this.execute(entry, command, frame.dryRun, secretValue, deadlineMs, check));
   }
 
   private async execute(
@@ -155,11 +243,11 @@ export class CommandFlow {
     deadlineMs: number,
     check: () => void,
   ): Promise<void> {
-    const ctx = this.runtime.context(deadlineMs, check);
+    const ctx = this.host.context(deadlineMs, check);
     let plan;
     try {
       check();
-      plan = await planWrite(ctx, command, dryRun, secretValue);
+      plan = await this.commands.planWrite(ctx, command, dryRun, secretValue);
     } catch (error) {
       if (error instanceof StaleAuthorityError) return;
       await this.finish(entry, failed(error));
@@ -174,12 +262,12 @@ export class CommandFlow {
       await this.finish(entry, failed(new CommandError("origin_not_allowed", `${origin} is not among this session's allowed origins or the device's local policy; navigate only to an allowed origin.`)));
       return;
     }
-    await this.runtime.journal.markStarted(entry.commandId);
+    await this.journal.markStarted(entry.commandId);
     let outcome: StoredOutcome;
     try {
-      const { blocked } = await this.runtime.attributing(entry.commandId, async () => {
+      const { blocked } = await this.host.attributing(entry.commandId, async () => {
         await plan.act();
-        await this.runtime.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
+        await this.host.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
       });
       const result = await this.writeResult(entry.name, ctx);
       outcome = { outcome: "succeeded", result: blocked.length > 0 ? { ...result, blockedNavigations: blocked } : result };
@@ -191,7 +279,7 @@ export class CommandFlow {
     await this.finish(entry, outcome);
   }
 
-  private async writeResult(name: WriteCommandName, ctx: ReturnType<SessionRuntime["context"]>, preview?: WriteResult["preview"]): Promise<WriteResult> {
+  private async writeResult(name: WriteCommandName, ctx: CommandContext, preview?: WriteResult["preview"]): Promise<WriteResult> {
     let url = "";
     let title = "";
     try {
@@ -206,7 +294,7 @@ export class CommandFlow {
   private async finish(entry: JournalEntry, outcome: StoredOutcome): Promise<void> {
     let completed: JournalEntry;
     try {
-      completed = await this.runtime.journal.complete(entry.commandId, outcome);
+      completed = await this.journal.complete(entry.commandId, outcome);
     } catch (error) {
       // The backend declared the write unknown and it was dropped meanwhile: the verdict stands.
       if (error instanceof IllegalTransitionError) return;
@@ -218,7 +306,7 @@ export class CommandFlow {
   private sendResult(entry: JournalEntry, replayed: boolean): void {
     const outcome = entry.outcome;
     if (outcome === undefined) return;
-    this.runtime.send({
+    this.host.send({
       type: "result",
       commandId: entry.commandId,
       outcome: outcome.outcome,
@@ -229,31 +317,41 @@ export class CommandFlow {
   }
 
   async acknowledge(commandId: string): Promise<void> {
-    if (this.runtime.journal.get(commandId)?.state === "completed_unacked") await this.runtime.journal.drop([commandId]);
+    if (this.journal.get(commandId)?.state === "completed_unacked") await this.journal.drop([commandId]);
   }
 
   /** Drops an ungranted preparation, or a queued command that has not started. */
   async cancel(commandId: string): Promise<void> {
-    const removed = this.runtime.queue.cancel(commandId);
-    const entry = this.runtime.journal.get(commandId);
-    if (entry?.state === "prepared" && (removed || this.runtime.queue.current !== commandId)) await this.runtime.journal.drop([commandId]);
+    const removed = this.queue.cancel(commandId);
+    const entry = this.journal.get(commandId);
+    if (entry?.state === "prepared" && (removed || this.queue.current !== commandId)) await this.journal.drop([commandId]);
   }
 
-  /** After hello: drop the preparations the backend cancelled and the writes it declared unknown. */
-  async applyVerdict(cancel: readonly string[], unknown: readonly string[]): Promise<void> {
+  /**
+   * After hello: drop the preparations the backend cancelled and the writes it declared unknown,
+   * and take its word on whether writes are blocked.
+   */
+  async applyVerdict(frame: Pick<SessionServerHelloAck, "cancel" | "unknown" | "writesBlocked">): Promise<void> {
     const drop = [
-      ...cancel.filter((id) => this.runtime.journal.get(id)?.state === "prepared"),
-      ...unknown.filter((id) => this.runtime.journal.get(id)?.state === "started"),
+      ...frame.cancel.filter((id) => this.journal.get(id)?.state === "prepared"),
+      ...frame.unknown.filter((id) => this.journal.get(id)?.state === "started"),
     ];
-    for (const id of cancel) this.runtime.queue.cancel(id);
-    if (drop.length > 0) await this.runtime.journal.drop(drop);
+    for (const id of frame.cancel) this.queue.cancel(id);
+    if (drop.length > 0) await this.journal.drop(drop);
+    this.blocked = frame.writesBlocked;
   }
 
   /** Sends every completed but unacknowledged result again, marked `replayed`. */
   replayCompleted(): void {
-    for (const entry of this.runtime.journal.list()) {
+    for (const entry of this.journal.list()) {
       if (entry.state === "completed_unacked") this.sendResult(entry, true);
     }
+  }
+
+  /** Parses a frame's deadline, falling back to a bounded default. */
+  private deadlineOf(timestamp: string): number {
+    const parsed = Date.parse(timestamp);
+    return Number.isNaN(parsed) ? this.host.now() + DEFAULT_DEADLINE_MS : parsed;
   }
 }
 
