@@ -10,9 +10,11 @@
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
  * owns the session now decides, and a started entry stays unknown.
  *
- * The flow owns the runtime's write journal and its single-flight queue; the runtime reaches them
- * only through the methods below (frames in, the hello's journal, counts for the panel), and the
- * flow reaches the runtime only through `CommandHost`.
+ * What each frame does to a write's journal entry is the decision table of `writeProtocol.ts`;
+ * this flow makes the checks the table's events name, asks it, and carries the answer out. The
+ * flow owns the runtime's write journal and its single-flight queue; the runtime reaches them only
+ * through the methods below (frames in, the hello's journal, counts for the panel), and the flow
+ * reaches the runtime only through `CommandHost`.
  */
 import type { AuthorityCheck } from "../cdp/cdpSession";
 import type { StorageArea } from "../chrome/facade";
@@ -37,6 +39,7 @@ import type { Logger } from "../log";
 import { decodeCommand } from "../protocol/decode";
 import { CommandQueue } from "./commandQueue";
 import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome, WriteJournal } from "./writeJournal";
+import { decideWrite, type WriteAction, type WriteEvent } from "./writeProtocol";
 
 /** What a write waits for after it acted (see `SessionRuntime.settleWindow`). */
 export type SettleKind = "activation" | "document" | "none";
@@ -183,44 +186,79 @@ export class CommandFlow {
     const refuse = (message: string): void => {
       this.host.send({ type: "error", code: "write_refused", message, commandId: frame.commandId });
     };
-    if (frame.leaseEpoch !== this.host.leaseEpoch) {
-      refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.host.leaseEpoch}.`);
-      return;
+    const event: WriteEvent = frame.leaseEpoch !== this.host.leaseEpoch ? "prepare_other_epoch" : this.blocked ? "prepare_blocked" : "prepare";
+    const action = decideWrite(this.journal.get(frame.commandId)?.state, event);
+    switch (action) {
+      case "refuse_epoch":
+        refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.host.leaseEpoch}.`);
+        return;
+      case "refuse_blocked":
+        refuse("Writes are blocked for this session after a browser restart or an unknown outcome; delete the session and create a new one.");
+        return;
+      case "refuse_granted":
+        refuse(ALREADY_GRANTED);
+        return;
+      case "prepare": {
+        let entry: JournalEntry;
+        try {
+          entry = await this.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
+        } catch (error) {
+          if (!(error instanceof JournalFullError)) throw error;
+          refuse("The extension holds 64 unacknowledged writes; acknowledge their results first.");
+          return;
+        }
+        // Another prepare of the same id may have been granted meanwhile.
+        if (entry.state !== "prepared") {
+          refuse(ALREADY_GRANTED);
+          return;
+        }
+        this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
+        return;
+      }
+      case "ready":
+        this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
+        return;
+      case "refuse_grant":
+      case "run":
+      case "replay":
+      case "drop":
+      case "keep":
+        unexpected(event, action);
     }
-    if (this.blocked) {
-      refuse("Writes are blocked for this session after a browser restart or an unknown outcome; delete the session and create a new one.");
-      return;
-    }
-    let entry: JournalEntry;
-    try {
-      entry = await this.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
-    } catch (error) {
-      if (!(error instanceof JournalFullError)) throw error;
-      refuse("The extension holds 64 unacknowledged writes; acknowledge their results first.");
-      return;
-    }
-    if (entry.state !== "prepared") {
-      refuse("This command id was already granted; poll its outcome instead of preparing it again.");
-      return;
-    }
-    this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
   }
 
   async grant(frame: SessionServerWriteGrant): Promise<void> {
     const entry = this.journal.get(frame.commandId);
-    if (entry?.state === "completed_unacked") {
-      this.sendResult(entry, true);
-      return;
+    const current = frame.leaseEpoch === this.host.leaseEpoch && (entry === undefined || entry.leaseEpoch === frame.leaseEpoch);
+    const event: WriteEvent = current ? "grant" : "grant_other_epoch";
+    const action = decideWrite(entry?.state, event);
+    switch (action) {
+      case "replay":
+        if (entry !== undefined) this.sendResult(entry, true);
+        return;
+      case "refuse_grant":
+        this.host.send({
+          type: "error",
+          code: "write_refused",
+          message: "write_grant without a matching prepared entry of this lease epoch; the write was not executed.",
+          commandId: frame.commandId,
+        });
+        return;
+      case "run":
+        if (entry !== undefined) await this.run(entry, frame);
+        return;
+      case "prepare":
+      case "ready":
+      case "refuse_epoch":
+      case "refuse_blocked":
+      case "refuse_granted":
+      case "drop":
+      case "keep":
+        unexpected(event, action);
     }
-    if (entry?.state !== "prepared" || entry.leaseEpoch !== frame.leaseEpoch || frame.leaseEpoch !== this.host.leaseEpoch) {
-      this.host.send({
-        type: "error",
-        code: "write_refused",
-        message: "write_grant without a matching prepared entry of this lease epoch; the write was not executed.",
-        commandId: frame.commandId,
-      });
-      return;
-    }
+  }
+
+  private async run(entry: JournalEntry, frame: SessionServerWriteGrant): Promise<void> {
     const decoded = decodeCommand(frame.command);
     if (!decoded.ok || decoded.value.name !== entry.name) {
       const message = decoded.ok ? `The grant carries ${decoded.value.name} but ${entry.name} was prepared.` : decoded.message;
@@ -317,14 +355,13 @@ export class CommandFlow {
   }
 
   async acknowledge(commandId: string): Promise<void> {
-    if (this.journal.get(commandId)?.state === "completed_unacked") await this.journal.drop([commandId]);
+    await this.dropIf(commandId, "result_ack");
   }
 
   /** Drops an ungranted preparation, or a queued command that has not started. */
   async cancel(commandId: string): Promise<void> {
     const removed = this.queue.cancel(commandId);
-    const entry = this.journal.get(commandId);
-    if (entry?.state === "prepared" && (removed || this.queue.current !== commandId)) await this.journal.drop([commandId]);
+    await this.dropIf(commandId, !removed && this.queue.current === commandId ? "cancel_running" : "cancel");
   }
 
   /**
@@ -332,13 +369,25 @@ export class CommandFlow {
    * and take its word on whether writes are blocked.
    */
   async applyVerdict(frame: Pick<SessionServerHelloAck, "cancel" | "unknown" | "writesBlocked">): Promise<void> {
-    const drop = [
-      ...frame.cancel.filter((id) => this.journal.get(id)?.state === "prepared"),
-      ...frame.unknown.filter((id) => this.journal.get(id)?.state === "started"),
+    const verdicts: [string, WriteEvent][] = [
+      ...frame.cancel.map((id): [string, WriteEvent] => [id, "verdict_cancel"]),
+      ...frame.unknown.map((id): [string, WriteEvent] => [id, "verdict_unknown"]),
     ];
+    const drop = verdicts.filter(([id, event]) => this.decideDrop(id, event)).map(([id]) => id);
     for (const id of frame.cancel) this.queue.cancel(id);
     if (drop.length > 0) await this.journal.drop(drop);
     this.blocked = frame.writesBlocked;
+  }
+
+  private async dropIf(commandId: string, event: WriteEvent): Promise<void> {
+    if (this.decideDrop(commandId, event)) await this.journal.drop([commandId]);
+  }
+
+  /** Whether the table drops the entry on `event` (the events that only keep or drop). */
+  private decideDrop(commandId: string, event: WriteEvent): boolean {
+    const action = decideWrite(this.journal.get(commandId)?.state, event);
+    if (action !== "drop" && action !== "keep") unexpected(event, action);
+    return action === "drop";
   }
 
   /** Sends every completed but unacknowledged result again, marked `replayed`. */
@@ -353,6 +402,13 @@ export class CommandFlow {
     const parsed = Date.parse(timestamp);
     return Number.isNaN(parsed) ? this.host.now() + DEFAULT_DEADLINE_MS : parsed;
   }
+}
+
+const ALREADY_GRANTED = "This command id was already granted; poll its outcome instead of preparing it again.";
+
+/** The table answered an event with an action its handler does not carry out: a bug. */
+function unexpected(event: WriteEvent, action: WriteAction): never {
+  throw new Error(`The write table answered ${event} with ${action}.`);
 }
 
 function safeOrigin(url: string): string | undefined {
