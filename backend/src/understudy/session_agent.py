@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 from pydantic import TypeAdapter, ValidationError
 
 from understudy import _faults, _security
+from understudy._admission import check_capabilities, take_quotas
 from understudy._clock import utc, wait_until
 from understudy._commands import CommandState
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
@@ -42,7 +43,7 @@ from understudy._policy import (
     SYNC_WAIT_S,
 )
 from understudy._problems import ProblemError
-from understudy._store import blocked, commands, credentials, dialogs, quotas, tickets, vault
+from understudy._store import blocked, commands, credentials, dialogs, tickets, vault
 from understudy._store import sessions as store
 from understudy._turns import Outbox as TurnOutbox
 from understudy._turns import Timer, Turns
@@ -56,15 +57,10 @@ if TYPE_CHECKING:
     from understudy._ports import ActorBase
     from understudy._security import Keys, TicketClaims
     from understudy._store.commands import CommandRow
-    from understudy._store.sessions import SessionRow
 
 log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFrame)
 
-SAFE_WRITE = "safe_write_v2"
-# An extension without it answers an element_state wait_for as matched (its decoder passed the
-# unknown condition through), so the condition is never sent there.
-ELEMENT_STATE_WAIT = "wait_for_element_state_v1"
 _S = CommandState
 
 
@@ -91,7 +87,6 @@ class SessionAgent:
         self.keys = keys
         self.quota = quota
         self.session_id = session_id
-        self._telemetry = base.telemetry
         timer = Timer(
             clock=base.clock,
             due=self._next_due,
@@ -197,17 +192,7 @@ class SessionAgent:
                     retry_after=1,
                     retry_policy="wait_for_slot",
                 )
-            if kind == "write":
-                self._check_writable(session, dry_run, command_id)
-            elif _waits_on_element_state(command):
-                capabilities, _ = self._device_capabilities(session)
-                if capabilities is not None and ELEMENT_STATE_WAIT not in capabilities:
-                    raise ProblemError(
-                        426,
-                        "protocol_upgrade_required",
-                        "the extension cannot wait on an element's state; update it, or wait "
-                        "for text or a URL instead",
-                    )
+            check_capabilities(self.db, session, self.hello, command, kind, dry_run, command_id)
             if not self.available:
                 raise ProblemError(
                     503,
@@ -218,7 +203,7 @@ class SessionAgent:
                     else "the tab's connection is down; retry after Retry-After",
                     retry_after=2,
                 )
-            self._take_quotas(session, actor, name, now)
+            take_quotas(self.db, self.quota, session, actor, name, now, self._turns.report_refusal)
             epoch = session.lease_epoch
             if prior is None:
                 commands.insert(
@@ -295,76 +280,6 @@ class SessionAgent:
             return row
 
         return await self._turns.run(body)
-
-    def _device_capabilities(self, session: SessionRow) -> tuple[set[str] | None, int]:
-        """The session's extension's capabilities and protocol version (None: no device yet)."""
-        if self.hello is not None:
-            return set(self.hello.capabilities), self.hello.protocol_version
-        if session.device_id is None:
-            return None, 1
-        device = credentials.get_device(self.db, session.tenant, session.device_id)
-        if device is None:
-            return set(), 1
-        return set(device.capabilities), max(device.protocol_versions, default=1)
-
-    def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
-        capabilities, version = self._device_capabilities(session)
-        # No device yet (an attended session still waiting for a person to attach a tab): nothing
-        # says the write cannot run there, so it is answered as a read is, by the availability
-        # check (503 session_unavailable), not by an upgrade the caller cannot act on.
-        if capabilities is not None and (SAFE_WRITE not in capabilities or version < 2):
-            raise ProblemError(
-                426,
-                "protocol_upgrade_required",
-                "the extension cannot run safe writes; update it to protocol 2",
-            )
-        if session.writes_blocked_reason is not None and not dry_run:
-            detail = {
-                "unknown_outcome": "an earlier write's outcome is unknown; inspect the page with "
-                "reads, then delete this session and create a new one to write again",
-                "browser_epoch_changed": "the browser restarted; delete this session and create a "
-                "new one to write again",
-            }.get(session.writes_blocked_reason, "writes are blocked on this session")
-            raise ProblemError(
-                409, "writes_blocked", detail, command_id=command_id, retry_policy="none"
-            )
-
-    def _take_quotas(self, session: SessionRow, actor: str, name: str, now: float) -> None:
-        quota = self.quota
-        if session.command_count >= quota.commands_per_session_lifetime:
-            raise ProblemError(
-                429,
-                "rate_limited",
-                f"this session reached its lifetime limit of "
-                f"{quota.commands_per_session_lifetime} commands; create a new "
-                "session",
-                retry_after=max(1.0, session.expires_at - now),
-            )
-        limits = [
-            ("session_commands", self.session_id, quota.commands_per_session_per_min),
-            ("tenant_commands", session.tenant, quota.commands_per_tenant_per_min),
-        ]
-        if name == "fill_secret":
-            limits.append(
-                (
-                    "credential_fills",
-                    f"{session.tenant}/{actor}",
-                    quota.credential_fills_per_actor_per_min,
-                )
-            )
-        for scope, subject, limit in limits:
-            wait = quotas.take(self.db, scope, subject, limit, now)
-            if wait is not None:
-                self._turns.report_refusal(
-                    "quota.decision", tenant=session.tenant, scope=scope, outcome="refused"
-                )
-                raise ProblemError(
-                    429,
-                    "rate_limited",
-                    f"the {scope.replace('_', ' ')} quota is {limit} per minute; "
-                    "retry after the Retry-After delay",
-                    retry_after=wait,
-                )
 
     async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
         """Wait (on the injected clock) until the command is no longer open, or `within` passes."""
@@ -788,11 +703,6 @@ def _due(row: CommandRow) -> float:
     if row.state == _S.PREPARING and row.ready_deadline is not None:
         return row.ready_deadline
     return row.deadline
-
-
-def _waits_on_element_state(command: dict[str, Any]) -> bool:
-    condition = command.get("condition") if command.get("name") == "wait_for" else None
-    return isinstance(condition, dict) and condition.get("kind") == "element_state"
 
 
 def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | None:
