@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from understudy import _security
+from understudy._allocation import allocate
 from understudy._clock import utc, wait_until
 from understudy._lifecycle import SessionState, transition
 from understudy._policy import (
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CREATE_WAIT_S", "CreateOutcome", "Outbox", "TenantCoordinator"]
 
-UNATTENDED_CAPABILITIES = frozenset({"safe_write_v2", "unattended_v1"})
 ATTENDED_CAPABILITY = "attended_v1"
 
 
@@ -767,83 +767,15 @@ class TenantCoordinator:
             )
 
     def _allocate(self, device_id: str | None, origins: list[str], profile_hash: str) -> Device:
-        devices = credentials.tenant_devices(self.db, self.tenant)
-        if device_id is not None:
-            devices = [d for d in devices if d.device_id == device_id]
-            if not devices:
-                raise ProblemError(
-                    404, "device_not_found", f"device {device_id!r} is not enrolled in your tenant"
-                )
-        online = [
-            d
-            for d in devices
-            if d.online
-            and 2 in d.protocol_versions
-            and UNATTENDED_CAPABILITIES <= set(d.capabilities)
-        ]
-        fitting = [d for d in online if _policy_admits(d.local_policy, origins)]
-        if device_id is not None and online and not fitting:
-            raise ProblemError(
-                409,
-                "origin_conflict",
-                f"the device's local origin policy does not admit these origins: "
-                f"{_policy_refusal(online[0], origins)}; ask its operator to admit them, or "
-                "request origins it admits",
-            )
-        if not fitting and online:
-            # Devices are up, so "none online" would send the caller to wait for nothing: until an
-            # operator changes a policy, a retry with these origins gets the same answer.
-            self._refusal("allocation.refused", outcome="refused", reason="local_policy")
-            many = len(online) > 1
-            count = (
-                f"{len(online)} compatible devices are online, but the local origin policy of each"
-                if many
-                else "1 compatible device is online, but its local origin policy"
-            )
-            listed = "; ".join(_policy_refusal(d, origins) for d in online[:_REFUSALS_LISTED])
-            more = len(online) - _REFUSALS_LISTED
-            raise ProblemError(
-                503,
-                "no_device_available",
-                f"{count} refuses the requested origins ({listed}"
-                f"{f'; and {more} more' if more > 0 else ''}); ask the "
-                f"{'operator of a device' if many else 'device operator'} to admit these "
-                "origins, or request origins a device admits",
-                retry_after=5,
-            )
-        if not fitting:
-            self._refusal("allocation.refused", outcome="refused", reason="no_device")
-            raise ProblemError(
-                503,
-                "no_device_available",
-                "no compatible device is online; retry later with the same Idempotency-Key",
-                retry_after=5,
-            )
-        candidates: list[tuple[int, float, str, Device]] = []
-        conflict: str | None = None
-        full = 0
-        for device in fitting:
-            leases = store.holding_capacity(self.db, self.tenant, device.device_id)
-            if len(leases) >= DEVICE_CAPACITY:
-                full += 1
-                continue
-            clash = _conflict(leases, origins, profile_hash)
-            if clash is not None:
-                conflict = conflict or clash
-                continue
-            candidates.append((len(leases), device.last_assigned_at, device.device_id, device))
-        if candidates:
-            return min(candidates, key=lambda c: c[:3])[3]
-        if conflict is not None and (device_id is not None or full < len(fitting)):
-            self._refusal("allocation.refused", outcome="refused", reason=conflict)
-            raise ProblemError(409, conflict, _CONFLICT_DETAIL[conflict])
-        self._refusal("allocation.refused", outcome="refused", reason="capacity_exhausted")
-        raise ProblemError(
-            429,
-            "capacity_exhausted",
-            "every compatible device already controls two tabs; retry later with "
-            "the same Idempotency-Key",
-            retry_after=30,
+        return allocate(
+            credentials.tenant_devices(self.db, self.tenant),
+            lambda device: store.holding_capacity(self.db, self.tenant, device),
+            device_id=device_id,
+            origins=origins,
+            profile_hash=profile_hash,
+            refused=lambda reason: self._refusal(
+                "allocation.refused", outcome="refused", reason=reason
+            ),
         )
 
     def _provision_frame(
@@ -900,42 +832,5 @@ class TenantCoordinator:
         self._turns.report_refusal(event, tenant=self.tenant, **fields)
 
 
-_CONFLICT_DETAIL = {
-    "origin_conflict": "these origins overlap a live session on the device; sessions sharing a "
-    "device need disjoint origin sets",
-    "profile_conflict": "a live session on the device already uses this profile-state key",
-}
-
-
 def _close_reason(reason: str) -> str:
     return {"hard_expiry": "expired", "idle_expiry": "idle_expired"}.get(reason, "deleted")
-
-
-_REFUSALS_LISTED = 5  # devices named in a no_device_available detail; the rest are counted
-
-
-def _policy_refusal(device: Device, origins: list[str]) -> str:
-    """Which device's policy refused which of the requested origins, for a problem detail."""
-    policy = device.local_policy
-    if policy is None:
-        return f"device {device.device_id} has reported no local origin policy"
-    admitted = set(policy.get("origins", []))
-    refused = [o for o in origins if o not in admitted]
-    return f"device {device.device_id} has an allowlist policy refusing {', '.join(refused)}"
-
-
-def _policy_admits(policy: dict[str, Any] | None, origins: list[str]) -> bool:
-    if policy is None:
-        return False
-    if policy.get("mode") == "any":
-        return True
-    return set(origins) <= set(policy.get("origins", []))
-
-
-def _conflict(leases: list[SessionRow], origins: list[str], profile_hash: str) -> str | None:
-    for lease in leases:
-        if lease.profile_hash is not None and lease.profile_hash == profile_hash:
-            return "profile_conflict"
-        if set(lease.allowed_origins) & set(origins):
-            return "origin_conflict"
-    return None
