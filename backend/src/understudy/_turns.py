@@ -78,12 +78,20 @@ class Turns(Generic[OutboxT]):
         self.timer = timer
         self._current: OutboxT | None = None
 
-    async def run(self, body: Callable[[OutboxT, float], T]) -> T:
-        """Run `body(outbox, now)` as one turn."""
-        async with self.lock:
-            return await self.run_locked(body)
+    async def run(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
+        """Run `body(outbox, now)` as one turn.
 
-    async def run_locked(self, body: Callable[[OutboxT, float], T]) -> T:
+        Args:
+            body: the turn's decisions, inside its transaction.
+            durable: wait until the transaction is on disk before anything leaves. False only for
+                a turn whose frames promise nothing a lost commit could contradict (a heartbeat's
+                acknowledgement, a socket's acceptance): they leave once the transaction ended,
+                and the group commit of this loop iteration makes it durable right after.
+        """
+        async with self.lock:
+            return await self.run_locked(body, durable=durable)
+
+    async def run_locked(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
         """Run a turn while the caller already holds `lock` (to change memory in the same
         critical section, after the commit)."""
         out = self._outbox()
@@ -96,7 +104,8 @@ class Turns(Generic[OutboxT]):
             raise
         finally:
             self._current = None
-        await self._db.durable()  # group commit: nothing leaves before the turn is durable
+        if durable:
+            await self._db.durable()  # group commit: nothing leaves before the turn is durable
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:

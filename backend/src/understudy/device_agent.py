@@ -109,7 +109,8 @@ class DeviceAgent:
             return True
 
         async with self._turns.lock:
-            if not await self._turns.run_locked(body):
+            # Not waiting for the fsync, as the coordinator's turn after the hello does.
+            if not await self._turns.run_locked(body, durable=False):
                 return None
             old, self._conn = self._conn, conn
             self._conn_serial += 1
@@ -139,7 +140,10 @@ class DeviceAgent:
             case m.DeviceClientHello():
                 await self._hello(serial, frame)
             case m.DeviceClientHeartbeat():
-                await self._turns.run(lambda out, now: self._heartbeat(out, now, frame))
+                # The ack says the frame arrived, not that its time is on disk.
+                await self._turns.run(
+                    lambda out, now: self._heartbeat(out, now, frame), durable=False
+                )
             case m.DeviceClientProvisionAck():
                 await coordinator.provision_ack(self.device_id, frame)
             case m.DeviceClientCloseAck():
@@ -225,7 +229,9 @@ class DeviceAgent:
             )
             return previous is not None and previous != epoch
 
-        changed = await self._turns.run(body)
+        # The welcome leaves at once; the coordinator's turn that follows waits for the commit
+        # before it sends a lease frame.
+        changed = await self._turns.run(body, durable=False)
         await self._coordinator.device_hello(self.device_id, hello, changed)
 
     async def _refuse(self, serial: int, message: str) -> None:

@@ -338,7 +338,8 @@ class SessionAgent:
             return True
 
         async with self._turns.lock:
-            if not await self._turns.run_locked(body):
+            # Accepting the socket promises nothing stored; the hello's turn waits for the disk.
+            if not await self._turns.run_locked(body, durable=False):
                 return None
             old, self._conn = self._conn, conn
             self._serial += 1

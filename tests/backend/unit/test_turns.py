@@ -86,6 +86,19 @@ async def test_frames_leave_only_after_the_turn_is_on_disk(actor: _Actor) -> Non
     assert _events(actor) == [("command.admitted", None)]
 
 
+async def test_a_turn_that_promises_nothing_stored_sends_before_the_group_commit(
+    actor: _Actor,
+) -> None:
+    def body(out: _Out, now: float) -> None:
+        actor.db.execute("INSERT INTO t VALUES (1)")
+        out.frames.append("heartbeat_ack")
+
+    await actor.turns.run(body, durable=False)
+    assert actor.sent == [("heartbeat_ack", [])]  # left before the COMMIT
+    await actor.db.durable()
+    assert _on_disk(actor.db) == [("t", 1)]
+
+
 async def test_a_turn_that_fails_rolls_back_sends_nothing_and_reports_nothing(
     actor: _Actor,
 ) -> None:
