@@ -14,6 +14,7 @@ test process runs many services side by side.
     understudy_sessions{state}                             sessions not finished, by state
     understudy_devices_online, understudy_device_free_tabs
     understudy_sqlite_transactions_total, understudy_sqlite_commits_total
+    understudy_timer_errors_total{actor}                   actor timers whose turn raised
     understudy_build_info{version,api_version,protocol_versions}
     process_*, python_gc_*, python_info                   the client library's collectors
 """
@@ -130,6 +131,14 @@ class Metrics:
             buckets=CREATE_BUCKETS,
             registry=registry,
         )
+        self._timer_errors = Counter(
+            "understudy_timer_errors",
+            "Actor timer turns that raised (logged with their traceback), by kind of actor.",
+            ["actor"],
+            registry=registry,
+        )
+        for actor in ("tenant", "session"):  # present at 0, so an alert can watch the rate
+            self._timer_errors.labels(actor)
         Info("understudy_build", "The running build.", registry=registry).info(build_labels())
         ProcessCollector(registry=registry)
         PlatformCollector(registry=registry)
@@ -148,6 +157,10 @@ class Metrics:
         elif event == "command.outcome" and "latency_ms" in record:
             seconds = int(record["latency_ms"]) / 1000
             self._commands.labels(_text(record["command"]), _text(record["kind"])).observe(seconds)
+
+    def timer_failed(self, actor: str) -> None:
+        """Count a timer turn that raised."""
+        self._timer_errors.labels(actor).inc()
 
     def observe_create(self, mode: str, status: int, seconds: float) -> None:
         self._creates.labels(mode, str(status)).observe(seconds)

@@ -1,7 +1,9 @@
 """The process-wide registry of actors and the services they share.
 
 Actors are created on first use, one per key: a `TenantCoordinator` per tenant, a `DeviceAgent`
-per (tenant, device) and a `SessionAgent` per session. Each serialises its own turns.
+per (tenant, device) and a `SessionAgent` per session. Each serialises its own turns. The HTTP
+layer finds actors here; an actor never does: it gets the narrow ports of `_ports.py`, which
+this registry implements.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 from understudy import _store
 from understudy._lock import unlock_data_dir
 from understudy._metrics import Metrics
+from understudy._ports import ActorBase
 from understudy._ratelimit import ApproximateLimiter
 from understudy._revocation import RevocationWatch
 from understudy._store import commands, credentials
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
     from understudy._telemetry import Telemetry
     from understudy.coordinator import TenantCoordinator
     from understudy.device_agent import DeviceAgent
+    from understudy.generated import models as m
     from understudy.session_agent import SessionAgent
 
 
@@ -48,13 +52,22 @@ class Services:
         self.revocations = RevocationWatch(self)
         self.metrics = Metrics(self.db)
         self.telemetry.observe(self.metrics.observe_event)
+        self._base = ActorBase(self.db, self.clock, self.telemetry, self.metrics.timer_failed)
+        self._sessions = _SessionAgents(self)
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
 
         actor = self.coordinators.get(tenant)
         if actor is None:
-            actor = self.coordinators[tenant] = TenantCoordinator(self, tenant)
+            actor = self.coordinators[tenant] = TenantCoordinator(
+                self._base,
+                tenant,
+                keys=self.keys,
+                settings=self.settings,
+                devices=_TenantDevices(self, tenant),
+                sessions=self._sessions,
+            )
         return actor
 
     def device_agent(self, tenant: str, device_id: str) -> DeviceAgent:
@@ -62,7 +75,9 @@ class Services:
 
         actor = self.device_agents.get((tenant, device_id))
         if actor is None:
-            actor = self.device_agents[(tenant, device_id)] = DeviceAgent(self, tenant, device_id)
+            actor = self.device_agents[(tenant, device_id)] = DeviceAgent(
+                self._base, tenant, device_id, coordinator=self.coordinator(tenant)
+            )
         return actor
 
     def session_agent(self, session_id: str) -> SessionAgent:
@@ -70,7 +85,9 @@ class Services:
 
         actor = self.session_agents.get(session_id)
         if actor is None:
-            actor = self.session_agents[session_id] = SessionAgent(self, session_id)
+            actor = self.session_agents[session_id] = SessionAgent(
+                self._base, session_id, keys=self.keys, quota=self.settings.quota
+            )
         return actor
 
     async def start(self) -> None:
@@ -107,3 +124,31 @@ class Services:
         if self.data_dir_lock is not None:
             lock, self.data_dir_lock = self.data_dir_lock, None
             unlock_data_dir(lock)
+
+
+class _TenantDevices:
+    """`DeviceLink` for one tenant's coordinator."""
+
+    def __init__(self, services: Services, tenant: str) -> None:
+        self._services = services
+        self._tenant = tenant
+
+    async def send(self, device_id: str, frame: m.DeviceServerFrame) -> None:
+        await self._services.device_agent(self._tenant, device_id).send(frame)
+
+    def connected(self, device_id: str) -> bool:
+        agent = self._services.device_agents.get((self._tenant, device_id))
+        return agent is not None and agent.connected
+
+
+class _SessionAgents:
+    """`SessionLink` for the coordinators."""
+
+    def __init__(self, services: Services) -> None:
+        self._services = services
+
+    async def epoch_lost(self, session_id: str) -> None:
+        await self._services.session_agent(session_id).epoch_lost()
+
+    async def demote(self, session_id: str) -> None:
+        await self._services.session_agent(session_id).demote()

@@ -1,58 +1,62 @@
 """`TenantCoordinator`: allocation, lifecycle transitions, exact quotas, create idempotency and
 lease expiry for one tenant.
 
-Every change is one *turn*: under the coordinator's lock, one SQLite transaction computes the new
-state and the frames it implies; the frames leave only after the commit (persist, then send), and
-no transaction is ever open across an `await`. One timer per coordinator sleeps until the earliest
-deadline of the tenant (provisioning, grace, hard and idle expiry, device liveness); every turn
-re-arms it, and start-up re-arms it from SQLite, so deadlines that passed while the process was down
-fire at once.
+Every change is one turn (`_turns.py`): one SQLite transaction computes the new state and the
+frames it implies; the frames leave only after the commit. One timer per coordinator sleeps until
+the earliest deadline of the tenant (provisioning, grace, hard and idle expiry, device liveness);
+every turn re-arms it, and start-up re-arms it from SQLite, so deadlines that passed while the
+process was down fire at once. The coordinator reaches device sockets and session agents only
+through its ports (`_ports.py`) and never writes their rows: a browser-epoch change asks each
+session agent to settle its own commands, after this turn committed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from understudy import _security
+from understudy._allocation import allocate
 from understudy._clock import utc, wait_until
 from understudy._lifecycle import SessionState, transition
+from understudy._policy import (
+    CREATE_WAIT_S,
+    DEVICE_CAPACITY,
+    GRACE_S,
+    HARD_TTL_S,
+    IDLE_TTL_S,
+    OFFLINE_AFTER_S,
+    PROVISION_DEADLINE_S,
+)
 from understudy._problems import ProblemError
 from understudy._store import credentials, quotas
 from understudy._store import sessions as store
+from understudy._turns import Outbox as TurnOutbox
+from understudy._turns import Timer, Turns
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from understudy._services import Services
+    from understudy._config import Settings
+    from understudy._ports import ActorBase, DeviceLink, SessionLink
+    from understudy._security import Keys
     from understudy._store.credentials import Device
     from understudy._store.sessions import SessionRow
 
-T = TypeVar("T")
+__all__ = ["CREATE_WAIT_S", "CreateOutcome", "Outbox", "TenantCoordinator"]
 
-HARD_TTL_S = 24 * 3600
-IDLE_TTL_S = 2 * 3600
-PROVISION_DEADLINE_S = 30
-GRACE_S = 90
-OFFLINE_AFTER_S = 75
-CREATE_WAIT_S = 5
-TICKET_TTL_S = 60
-DEVICE_CAPACITY = 2
-UNATTENDED_CAPABILITIES = frozenset({"safe_write_v2", "unattended_v1"})
 ATTENDED_CAPABILITY = "attended_v1"
 
 
 @dataclass
-class Outbox:
+class Outbox(TurnOutbox):
     """What a turn decided to send, released after its transaction commits."""
 
     frames: list[tuple[str, m.DeviceServerFrame]] = field(default_factory=list)
     wake: list[str] = field(default_factory=list)  # session ids whose waiters should re-read
     demote: list[str] = field(default_factory=list)  # session ids whose sockets lost authority
+    epoch_lost: list[str] = field(default_factory=list)  # session ids whose lease epoch moved
 
     def send(self, device_id: str, frame: m.DeviceServerFrame) -> None:
         self.frames.append((device_id, frame))
@@ -65,32 +69,65 @@ class CreateOutcome:
 
 
 class TenantCoordinator:
-    def __init__(self, services: Services, tenant: str) -> None:
-        self.s = services
+    """The tenant's actor: allocation, session lifecycle, quotas and lease expiry.
+
+    Args:
+        base: storage, clock, telemetry and the timer-error counter.
+        tenant: the tenant it serves.
+        keys: for fingerprints, profile hashes and session tickets.
+        settings: quotas and the socket base URL.
+        devices: the tenant's device sockets.
+        sessions: the session agents.
+    """
+
+    def __init__(
+        self,
+        base: ActorBase,
+        tenant: str,
+        *,
+        keys: Keys,
+        settings: Settings,
+        devices: DeviceLink,
+        sessions: SessionLink,
+    ) -> None:
+        self.db = base.db
+        self.clock = base.clock
+        self.keys = keys
+        self.settings = settings
         self.tenant = tenant
-        self._lock = asyncio.Lock()
-        self._timer: asyncio.Task[None] | None = None
-        self._timer_due: float | None = None
+        self._devices = devices
+        self._sessions = sessions
         self._waiters: dict[str, asyncio.Event] = {}
+        timer = Timer(
+            clock=base.clock,
+            due=self._next_deadline,
+            fire=lambda: self._turns.run(self._tick),
+            failed=base.timer_failed,
+            actor="tenant",
+        )
+        self._turns: Turns[Outbox] = Turns(
+            db=base.db,
+            clock=base.clock,
+            telemetry=base.telemetry,
+            outbox=Outbox,
+            deliver=self._deliver,
+            timer=timer,
+        )
 
     # -- turns ---------------------------------------------------------------------------------
 
-    async def _turn(self, body: Callable[[Outbox, float], T]) -> T:
-        async with self._lock:
-            out = Outbox()
-            with self.s.db.transaction():
-                result = body(out, self.s.clock.now())
-            await self.s.db.durable()  # group commit: nothing leaves before the turn is durable
-            for device_id, frame in out.frames:
-                await self.s.device_agent(self.tenant, device_id).send(frame)
-            for session_id in out.demote:
-                await self.s.session_agent(session_id).demote()
-            for session_id in out.wake:
-                event = self._waiters.get(session_id)
-                if event is not None:
-                    event.set()
-            self.arm()
-            return result
+    async def _deliver(self, out: Outbox) -> None:
+        # Sessions settle the commands of the old epoch before any frame can start a new one.
+        for session_id in out.epoch_lost:
+            await self._sessions.epoch_lost(session_id)
+        for device_id, frame in out.frames:
+            await self._devices.send(device_id, frame)
+        for session_id in out.demote:
+            await self._sessions.demote(session_id)
+        for session_id in out.wake:
+            event = self._waiters.get(session_id)
+            if event is not None:
+                event.set()
 
     # -- consumer operations -------------------------------------------------------------------
 
@@ -98,10 +135,10 @@ class TenantCoordinator:
         self, actor: str, request: m.UnattendedSessionRequest, origins: list[str], key: str
     ) -> CreateOutcome:
         profile_hash = _security.profile_state_hash(
-            self.s.keys, self.tenant, request.profile_state_key
+            self.keys, self.tenant, request.profile_state_key
         )
         fingerprint = _security.request_fingerprint(
-            self.s.keys,
+            self.keys,
             self.tenant,
             "create_session",
             {
@@ -113,7 +150,7 @@ class TenantCoordinator:
         )
 
         def body(out: Outbox, now: float) -> CreateOutcome:
-            prior = store.by_idempotency_key(self.s.db, self.tenant, key)
+            prior = store.by_idempotency_key(self.db, self.tenant, key)
             if prior is not None:
                 if not _security.digests_equal(prior.fingerprint or "", fingerprint):
                     raise ProblemError(
@@ -133,14 +170,14 @@ class TenantCoordinator:
             self._take_quota(
                 "session_create",
                 actor,
-                self.s.settings.quota.session_creates_per_actor_per_min,
+                self.settings.quota.session_creates_per_actor_per_min,
                 now,
             )
             device = self._allocate(request.device_id, origins, profile_hash)
             session_id = str(uuid.uuid4())
             lease_id = str(uuid.uuid4())
             store.insert(
-                self.s.db,
+                self.db,
                 session_id=session_id,
                 tenant=self.tenant,
                 actor=actor,
@@ -159,7 +196,7 @@ class TenantCoordinator:
                 provision_deadline=now + PROVISION_DEADLINE_S,
                 capacity_held=1,
             )
-            credentials.device_assigned(self.s.db, self.tenant, device.device_id, now)
+            credentials.device_assigned(self.db, self.tenant, device.device_id, now)
             self._telemetry(
                 "allocation.granted",
                 outcome="granted",
@@ -178,23 +215,23 @@ class TenantCoordinator:
                 device.device_id,
                 self._provision_frame(session_id, lease_id, 1, origins, now + PROVISION_DEADLINE_S),
             )
-            row = store.require(self.s.db, session_id)
+            row = store.require(self.db, session_id)
             return CreateOutcome(row, replay=False)
 
-        outcome = await self._turn(body)
+        outcome = await self._turns.run(body)
         return outcome
 
     async def wait_connected(self, session_id: str, timeout_s: float = CREATE_WAIT_S) -> SessionRow:
         """Wait (on the injected clock) until the session leaves provisioning, or the timeout."""
-        deadline = self.s.clock.now() + timeout_s
+        deadline = self.clock.now() + timeout_s
         event = self._waiters.setdefault(session_id, asyncio.Event())
         try:
             while True:
-                row = store.require(self.s.db, session_id)
-                if row.status != SessionState.PROVISIONING or self.s.clock.now() >= deadline:
+                row = store.require(self.db, session_id)
+                if row.status != SessionState.PROVISIONING or self.clock.now() >= deadline:
                     return row
                 event.clear()
-                await wait_until(event, self.s.clock, deadline)
+                await wait_until(event, self.clock, deadline)
         finally:
             self._waiters.pop(session_id, None)
 
@@ -203,12 +240,12 @@ class TenantCoordinator:
             self._take_quota(
                 "session_create",
                 actor,
-                self.s.settings.quota.session_creates_per_actor_per_min,
+                self.settings.quota.session_creates_per_actor_per_min,
                 now,
             )
             session_id = str(uuid.uuid4())
             store.insert(
-                self.s.db,
+                self.db,
                 session_id=session_id,
                 tenant=self.tenant,
                 actor=actor,
@@ -226,35 +263,20 @@ class TenantCoordinator:
                 mode="attended",
                 to_state="awaiting_attach",
             )
-            row = store.require(self.s.db, session_id)
+            row = store.require(self.db, session_id)
             return row
 
-        return await self._turn(body)
+        return await self._turns.run(body)
 
     async def delete(self, session_id: str) -> SessionRow:
         def body(out: Outbox, now: float) -> SessionRow:
             row = self._own(session_id)
             if SessionState(row.status).live:
                 self._begin_close(out, row, now, intent=SessionState.CLOSED, reason="deleted")
-            current = store.require(self.s.db, session_id)
+            current = store.require(self.db, session_id)
             return current
 
-        return await self._turn(body)
-
-    async def command_admitted(self, session_id: str) -> None:
-        """Move the idle expiry: 2 h after this admitted command, capped by the hard expiry."""
-
-        def body(out: Outbox, now: float) -> None:
-            row = self._own(session_id)
-            store.update(
-                self.s.db,
-                session_id,
-                last_command_at=now,
-                idle_expires_at=min(row.expires_at, now + IDLE_TTL_S),
-                command_count=row.command_count + 1,
-            )
-
-        await self._turn(body)
+        return await self._turns.run(body)
 
     # -- device events -------------------------------------------------------------------------
 
@@ -265,7 +287,7 @@ class TenantCoordinator:
         reported = {str(lease.lease_id): lease for lease in hello.leases}
 
         def body(out: Outbox, now: float) -> None:
-            for row in store.holding_capacity(self.s.db, self.tenant, device_id):
+            for row in store.holding_capacity(self.db, self.tenant, device_id):
                 reported.pop(row.lease_id or "", None)
                 self._reconcile(out, row, now, hello, epoch_changed)
             for lease_id, lease in reported.items():  # leases we no longer know as live
@@ -281,7 +303,7 @@ class TenantCoordinator:
                 )
                 del lease_id
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     def _reconcile(
         self,
@@ -315,8 +337,8 @@ class TenantCoordinator:
             }
             if state == SessionState.CONNECTED:
                 changes["status"] = self._move(row, SessionState.RECOVERING)
-            store.update(self.s.db, row.session_id, **changes)
-            self.s.session_agent(row.session_id).epoch_lost(now)
+            store.update(self.db, row.session_id, **changes)
+            out.epoch_lost.append(row.session_id)
             out.demote.append(row.session_id)
             out.send(
                 device_id,
@@ -349,7 +371,7 @@ class TenantCoordinator:
             and row.writes_blocked_reason != "browser_epoch_changed"
         ):
             store.update(
-                self.s.db,
+                self.db,
                 row.session_id,
                 grace_deadline=None,
                 status=self._move(row, SessionState.CONNECTED),
@@ -358,7 +380,7 @@ class TenantCoordinator:
 
     async def provision_ack(self, device_id: str, ack: m.DeviceClientProvisionAck) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.s.db, str(ack.lease_id))
+            row = store.by_lease(self.db, str(ack.lease_id))
             if row is None or row.tenant != self.tenant or row.device_id != device_id:
                 out.send(
                     device_id,
@@ -391,7 +413,7 @@ class TenantCoordinator:
                 self._lose(out, row, now, "provisioning_failed", release=True)
                 return
             store.update(
-                self.s.db,
+                self.db,
                 row.session_id,
                 status=self._move(row, SessionState.CONNECTED),
                 tab_id=ack.tab_id,
@@ -399,11 +421,11 @@ class TenantCoordinator:
                 provision_deadline=None,
                 grace_deadline=None,
             )
-            updated = store.require(self.s.db, row.session_id)
+            updated = store.require(self.db, row.session_id)
             out.send(device_id, self._ticket_frame(updated, now))
             out.wake.append(row.session_id)
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     async def recovery_report(self, device_id: str, report: m.DeviceClientRecoveryReport) -> None:
         for lease in report.leases:
@@ -427,7 +449,7 @@ class TenantCoordinator:
         """Settle a fenced close. False when the acknowledgement is stale."""
 
         def body(out: Outbox, now: float) -> bool:
-            row = store.by_lease(self.s.db, str(ack.lease_id))
+            row = store.by_lease(self.db, str(ack.lease_id))
             if row is None or row.tenant != self.tenant or row.device_id != device_id:
                 return False
             if ack.lease_epoch != row.lease_epoch or not row.capacity_held:
@@ -436,31 +458,31 @@ class TenantCoordinator:
             if state == SessionState.CLOSING:
                 self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
             elif state.terminal:
-                store.update(self.s.db, row.session_id, capacity_held=0)
+                store.update(self.db, row.session_id, capacity_held=0)
             else:
                 return False
             out.wake.append(row.session_id)
             return True
 
-        return await self._turn(body)
+        return await self._turns.run(body)
 
     async def lease_released(
         self, device_id: str, lease_id: Any, lease_epoch: int, reason: str
     ) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.s.db, str(lease_id))
+            row = store.by_lease(self.db, str(lease_id))
             if row is None or row.device_id != device_id or lease_epoch != row.lease_epoch:
                 return
             state = SessionState(row.status)
             if state == SessionState.CLOSING:
                 self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
             elif state.terminal:
-                store.update(self.s.db, row.session_id, capacity_held=0)
+                store.update(self.db, row.session_id, capacity_held=0)
             elif row.mode == "attended" and reason in ("tab_closed", "detached_by_user"):
                 self._begin_close(
                     out, row, now, intent=SessionState.CLOSED, reason=reason, notify=False
                 )
-                closing = store.require(self.s.db, row.session_id)
+                closing = store.require(self.db, row.session_id)
                 self._finish(closing, now, SessionState.CLOSED)
             else:
                 self._lose(
@@ -471,7 +493,7 @@ class TenantCoordinator:
                     release=True,
                 )
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     async def attach_request(self, device: Device, request: m.DeviceClientAttachRequest) -> None:
         def body(out: Outbox, now: float) -> None:
@@ -487,7 +509,7 @@ class TenantCoordinator:
                     ),
                 )
 
-            row = store.get(self.s.db, str(request.session_id))
+            row = store.get(self.db, str(request.session_id))
             if row is None or row.tenant != self.tenant or row.mode != "attended":
                 refuse("session_not_found", "no attended session with this id in your tenant")
                 return
@@ -497,13 +519,13 @@ class TenantCoordinator:
             if ATTENDED_CAPABILITY not in device.capabilities:
                 refuse("protocol_upgrade_required", "update the extension to attach tabs")
                 return
-            used = len(store.holding_capacity(self.s.db, self.tenant, device.device_id))
+            used = len(store.holding_capacity(self.db, self.tenant, device.device_id))
             if used >= DEVICE_CAPACITY:
                 refuse("capacity_exhausted", "this browser already controls two tabs; close one")
                 return
             lease_id = str(uuid.uuid4())
             store.update(
-                self.s.db,
+                self.db,
                 row.session_id,
                 status=self._move(row, SessionState.CONNECTED),
                 device_id=device.device_id,
@@ -513,7 +535,7 @@ class TenantCoordinator:
                 browser_epoch=str(request.browser_epoch),
                 capacity_held=1,
             )
-            credentials.device_assigned(self.s.db, self.tenant, device.device_id, now)
+            credentials.device_assigned(self.db, self.tenant, device.device_id, now)
             out.send(
                 device.device_id,
                 m.DeviceServerAttachResult(
@@ -525,7 +547,7 @@ class TenantCoordinator:
                     lease_epoch=1,
                 ),
             )
-            updated = store.require(self.s.db, row.session_id)
+            updated = store.require(self.db, row.session_id)
             out.send(device.device_id, self._ticket_frame(updated, now))
             self._telemetry(
                 "lifecycle.transition",
@@ -534,11 +556,11 @@ class TenantCoordinator:
                 to_state="connected",
             )
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     async def ticket_request(self, device_id: str, request: m.DeviceClientTicketRequest) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.s.db, str(request.lease_id))
+            row = store.by_lease(self.db, str(request.lease_id))
             if (
                 row is None
                 or row.device_id != device_id
@@ -556,33 +578,16 @@ class TenantCoordinator:
                 return
             out.send(device_id, self._ticket_frame(row, now))
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     # -- the timer -----------------------------------------------------------------------------
 
     def arm(self) -> None:
         """(Re)arm the one timer at the tenant's earliest deadline."""
-        due = self._next_deadline()
-        if due == self._timer_due and self._timer is not None and not self._timer.done():
-            return
-        self.disarm()
-        if due is None:
-            return
-        self._timer_due = due
-        self._timer = asyncio.get_running_loop().create_task(self._fire_at(due))
+        self._turns.timer.arm()  # type: ignore[union-attr]  # this actor always has a timer
 
     def disarm(self) -> None:
-        if self._timer is not None and self._timer is not asyncio.current_task():
-            self._timer.cancel()
-        self._timer = None
-        self._timer_due = None
-
-    async def _fire_at(self, due: float) -> None:
-        await self.s.clock.sleep_until(due)
-        self._timer = None
-        self._timer_due = None
-        with contextlib.suppress(Exception):
-            await self._turn(self._tick)
+        self._turns.timer.disarm()  # type: ignore[union-attr]
 
     def _next_deadline(self) -> float | None:
         """The earliest moment `_tick` has something to do; SQLite computes it from indexes.
@@ -590,22 +595,22 @@ class TenantCoordinator:
         Every turn ends here, so this must not load the tenant's rows into Python: a tenant of
         1,000 devices would otherwise make each connect O(N). The cases are `_tick`'s own.
         """
-        return store.next_deadline(self.s.db, self.tenant, offline_after_s=OFFLINE_AFTER_S)
+        return store.next_deadline(self.db, self.tenant, offline_after_s=OFFLINE_AFTER_S)
 
     def _offline(self, device_id: str, seen: float, reason: str) -> None:
         """The device is gone: its sessions recover until `GRACE_S` after it was last seen."""
-        credentials.device_offline(self.s.db, self.tenant, device_id)
+        credentials.device_offline(self.db, self.tenant, device_id)
         self._telemetry("device.offline", device=device_id, reason=reason)
-        for row in store.holding_capacity(self.s.db, self.tenant, device_id):
+        for row in store.holding_capacity(self.db, self.tenant, device_id):
             if row.status == SessionState.CONNECTED:
                 store.update(
-                    self.s.db,
+                    self.db,
                     row.session_id,
                     grace_deadline=seen + GRACE_S,
                     status=self._move(row, SessionState.RECOVERING),
                 )
             elif row.grace_deadline is None:
-                store.update(self.s.db, row.session_id, grace_deadline=seen + GRACE_S)
+                store.update(self.db, row.session_id, grace_deadline=seen + GRACE_S)
 
     async def device_disconnected(self, device_id: str) -> None:
         """The device's authoritative socket closed: it is offline now, not 75 s from now.
@@ -616,26 +621,26 @@ class TenantCoordinator:
         """
 
         def body(out: Outbox, now: float) -> None:
-            if self.s.device_agent(self.tenant, device_id).connected:
+            if self._devices.connected(device_id):
                 return  # it reconnected before this turn ran; its hello reconciles the leases
-            device = credentials.get_device(self.s.db, self.tenant, device_id)
+            device = credentials.get_device(self.db, self.tenant, device_id)
             if device is None:
                 return
-            held = store.holding_capacity(self.s.db, self.tenant, device_id)
+            held = store.holding_capacity(self.db, self.tenant, device_id)
             if not device.online and all(row.grace_deadline is not None for row in held):
                 # Already offline with every session recovering (a revoked device, or a socket
                 # that never said hello): no write, so a reconnecting flood costs no fsync.
                 return
             self._offline(device_id, device.last_seen_at or now, "socket_closed")
 
-        await self._turn(body)
+        await self._turns.run(body)
 
     def _tick(self, out: Outbox, now: float) -> None:
-        for device in credentials.tenant_devices(self.s.db, self.tenant):
+        for device in credentials.tenant_devices(self.db, self.tenant):
             seen = device.last_seen_at
             if device.online and seen is not None and now >= seen + OFFLINE_AFTER_S:
                 self._offline(device.device_id, seen, "heartbeat_gap")
-        for row in store.unsettled(self.s.db, self.tenant):
+        for row in store.unsettled(self.db, self.tenant):
             state = SessionState(row.status)
             if state.live and now >= row.expires_at:
                 self._expire(out, row, now, "hard_expiry")
@@ -653,7 +658,7 @@ class TenantCoordinator:
                 elif state == SessionState.CLOSING:
                     self._finish(row, now, SessionState(row.end_intent or "closed"))
                 elif state.terminal and row.capacity_held:
-                    store.update(self.s.db, row.session_id, capacity_held=0)
+                    store.update(self.db, row.session_id, capacity_held=0)
 
     # -- transitions ---------------------------------------------------------------------------
 
@@ -672,7 +677,7 @@ class TenantCoordinator:
             self._begin_close(out, row, now, intent=SessionState.EXPIRED, reason=reason)
         else:
             store.update(
-                self.s.db,
+                self.db,
                 row.session_id,
                 status=self._move(row, SessionState.EXPIRED),
                 ended_at=now,
@@ -692,7 +697,7 @@ class TenantCoordinator:
     ) -> None:
         """Persist `closing` first; the close frame leaves after the commit."""
         store.update(
-            self.s.db,
+            self.db,
             row.session_id,
             status=self._move(row, SessionState.CLOSING),
             end_intent=intent.value,
@@ -702,7 +707,7 @@ class TenantCoordinator:
         )
         out.demote.append(row.session_id)
         if not (row.capacity_held and row.device_id):
-            closing = store.require(self.s.db, row.session_id)
+            closing = store.require(self.db, row.session_id)
             self._finish(closing, now, intent)
             return
         if notify:
@@ -710,7 +715,7 @@ class TenantCoordinator:
 
     def _finish(self, row: SessionRow, now: float, final: SessionState) -> None:
         store.update(
-            self.s.db,
+            self.db,
             row.session_id,
             status=self._move(row, final),
             ended_at=now,
@@ -724,7 +729,7 @@ class TenantCoordinator:
         """The session is lost. Unless `release`, its tab may still exist: keep the capacity until
         the device acknowledges a close or the device-loss deadline passes."""
         store.update(
-            self.s.db,
+            self.db,
             row.session_id,
             status=self._move(row, SessionState.LOST),
             ended_at=now,
@@ -741,14 +746,15 @@ class TenantCoordinator:
     # -- helpers -------------------------------------------------------------------------------
 
     def _own(self, session_id: str) -> SessionRow:
-        row = store.get(self.s.db, session_id)
+        row = store.get(self.db, session_id)
         if row is None or row.tenant != self.tenant:
             raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
         return row
 
     def _take_quota(self, scope: str, subject: str, limit: int, now: float) -> None:
-        wait = quotas.take(self.s.db, scope, f"{self.tenant}/{subject}", limit, now)
-        self._telemetry(
+        wait = quotas.take(self.db, scope, f"{self.tenant}/{subject}", limit, now)
+        record = self._refusal if wait else self._telemetry
+        record(
             "quota.decision", scope=scope, outcome="refused" if wait else "allowed", actor=subject
         )
         if wait is not None:
@@ -761,83 +767,15 @@ class TenantCoordinator:
             )
 
     def _allocate(self, device_id: str | None, origins: list[str], profile_hash: str) -> Device:
-        devices = credentials.tenant_devices(self.s.db, self.tenant)
-        if device_id is not None:
-            devices = [d for d in devices if d.device_id == device_id]
-            if not devices:
-                raise ProblemError(
-                    404, "device_not_found", f"device {device_id!r} is not enrolled in your tenant"
-                )
-        online = [
-            d
-            for d in devices
-            if d.online
-            and 2 in d.protocol_versions
-            and UNATTENDED_CAPABILITIES <= set(d.capabilities)
-        ]
-        fitting = [d for d in online if _policy_admits(d.local_policy, origins)]
-        if device_id is not None and online and not fitting:
-            raise ProblemError(
-                409,
-                "origin_conflict",
-                f"the device's local origin policy does not admit these origins: "
-                f"{_policy_refusal(online[0], origins)}; ask its operator to admit them, or "
-                "request origins it admits",
-            )
-        if not fitting and online:
-            # Devices are up, so "none online" would send the caller to wait for nothing: until an
-            # operator changes a policy, a retry with these origins gets the same answer.
-            self._telemetry("allocation.refused", outcome="refused", reason="local_policy")
-            many = len(online) > 1
-            count = (
-                f"{len(online)} compatible devices are online, but the local origin policy of each"
-                if many
-                else "1 compatible device is online, but its local origin policy"
-            )
-            listed = "; ".join(_policy_refusal(d, origins) for d in online[:_REFUSALS_LISTED])
-            more = len(online) - _REFUSALS_LISTED
-            raise ProblemError(
-                503,
-                "no_device_available",
-                f"{count} refuses the requested origins ({listed}"
-                f"{f'; and {more} more' if more > 0 else ''}); ask the "
-                f"{'operator of a device' if many else 'device operator'} to admit these "
-                "origins, or request origins a device admits",
-                retry_after=5,
-            )
-        if not fitting:
-            self._telemetry("allocation.refused", outcome="refused", reason="no_device")
-            raise ProblemError(
-                503,
-                "no_device_available",
-                "no compatible device is online; retry later with the same Idempotency-Key",
-                retry_after=5,
-            )
-        candidates: list[tuple[int, float, str, Device]] = []
-        conflict: str | None = None
-        full = 0
-        for device in fitting:
-            leases = store.holding_capacity(self.s.db, self.tenant, device.device_id)
-            if len(leases) >= DEVICE_CAPACITY:
-                full += 1
-                continue
-            clash = _conflict(leases, origins, profile_hash)
-            if clash is not None:
-                conflict = conflict or clash
-                continue
-            candidates.append((len(leases), device.last_assigned_at, device.device_id, device))
-        if candidates:
-            return min(candidates, key=lambda c: c[:3])[3]
-        if conflict is not None and (device_id is not None or full < len(fitting)):
-            self._telemetry("allocation.refused", outcome="refused", reason=conflict)
-            raise ProblemError(409, conflict, _CONFLICT_DETAIL[conflict])
-        self._telemetry("allocation.refused", outcome="refused", reason="capacity_exhausted")
-        raise ProblemError(
-            429,
-            "capacity_exhausted",
-            "every compatible device already controls two tabs; retry later with "
-            "the same Idempotency-Key",
-            retry_after=30,
+        return allocate(
+            credentials.tenant_devices(self.db, self.tenant),
+            lambda device: store.holding_capacity(self.db, self.tenant, device),
+            device_id=device_id,
+            origins=origins,
+            profile_hash=profile_hash,
+            refused=lambda reason: self._refusal(
+                "allocation.refused", outcome="refused", reason=reason
+            ),
         )
 
     def _provision_frame(
@@ -873,9 +811,9 @@ class TenantCoordinator:
             actor=f"session:{row.session_id}",
             now=now,
         )
-        ticket = _security.sign_ticket(self.s.keys, claims)
+        ticket = _security.sign_ticket(self.keys, claims)
         self._telemetry("ticket.minted", kind="session", session=row.session_id)
-        base = self.s.settings.socket_base_url
+        base = self.settings.socket_base_url
         return m.DeviceServerSessionTicket(
             type="session_ticket",
             session_id=uuid.UUID(row.session_id),
@@ -887,45 +825,12 @@ class TenantCoordinator:
         )
 
     def _telemetry(self, event: str, **fields: str | int | bool) -> None:
-        self.s.telemetry.emit(event, tenant=self.tenant, **fields)
+        self._turns.report(event, tenant=self.tenant, **fields)
 
-
-_CONFLICT_DETAIL = {
-    "origin_conflict": "these origins overlap a live session on the device; sessions sharing a "
-    "device need disjoint origin sets",
-    "profile_conflict": "a live session on the device already uses this profile-state key",
-}
+    def _refusal(self, event: str, **fields: str | int | bool) -> None:
+        """A record of the refusal this turn answers with: reported although it rolls back."""
+        self._turns.report_refusal(event, tenant=self.tenant, **fields)
 
 
 def _close_reason(reason: str) -> str:
     return {"hard_expiry": "expired", "idle_expiry": "idle_expired"}.get(reason, "deleted")
-
-
-_REFUSALS_LISTED = 5  # devices named in a no_device_available detail; the rest are counted
-
-
-def _policy_refusal(device: Device, origins: list[str]) -> str:
-    """Which device's policy refused which of the requested origins, for a problem detail."""
-    policy = device.local_policy
-    if policy is None:
-        return f"device {device.device_id} has reported no local origin policy"
-    admitted = set(policy.get("origins", []))
-    refused = [o for o in origins if o not in admitted]
-    return f"device {device.device_id} has an allowlist policy refusing {', '.join(refused)}"
-
-
-def _policy_admits(policy: dict[str, Any] | None, origins: list[str]) -> bool:
-    if policy is None:
-        return False
-    if policy.get("mode") == "any":
-        return True
-    return set(origins) <= set(policy.get("origins", []))
-
-
-def _conflict(leases: list[SessionRow], origins: list[str], profile_hash: str) -> str | None:
-    for lease in leases:
-        if lease.profile_hash is not None and lease.profile_hash == profile_hash:
-            return "profile_conflict"
-        if set(lease.allowed_origins) & set(origins):
-            return "origin_conflict"
-    return None

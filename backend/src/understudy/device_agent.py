@@ -3,39 +3,71 @@
 A socket becomes authoritative only with a valid, unexpired, correctly addressed ticket whose JTI
 this agent consumes for the first time; a replayed or forged ticket is refused and never displaces
 the current connection. The first frame must be `hello` with the ticket's browser epoch. Lease
-decisions belong to the tenant's coordinator; this agent records liveness and relays.
+decisions belong to the tenant's coordinator (reached through `TenantLink`); this agent records
+liveness and relays. Accepting a ticket, the hello and each heartbeat are turns (`_turns.py`):
+their reply leaves after the commit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Final, assert_never
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, assert_never
 
 from pydantic import TypeAdapter, ValidationError
 
 from understudy._clock import utc
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
+from understudy._policy import HEARTBEAT_INTERVAL_MS
 from understudy._store import credentials, tickets
+from understudy._turns import Outbox as TurnOutbox
+from understudy._turns import Turns
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
     from understudy._connection import Connection
+    from understudy._ports import ActorBase, TenantLink
     from understudy._security import TicketClaims
-    from understudy._services import Services
+
+__all__ = ["HEARTBEAT_INTERVAL_MS", "DeviceAgent"]
 
 log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.DeviceClientFrame] = TypeAdapter(m.DeviceClientFrame)
-HEARTBEAT_INTERVAL_MS: Final = 22_000
+
+
+@dataclass
+class _Outbox(TurnOutbox):
+    frames: list[m.DeviceServerFrame] = field(default_factory=list)
+    hello_serial: int | None = None  # the connection whose hello this turn accepted
 
 
 class DeviceAgent:
-    def __init__(self, services: Services, tenant: str, device_id: str) -> None:
-        self.s = services
+    """One enrolled device's actor: its authoritative socket and its liveness.
+
+    Args:
+        base: storage, clock and telemetry.
+        tenant: the device's tenant.
+        device_id: the device.
+        coordinator: where lease events go (the tenant's coordinator).
+    """
+
+    def __init__(
+        self, base: ActorBase, tenant: str, device_id: str, *, coordinator: TenantLink
+    ) -> None:
+        self.db = base.db
+        self.clock = base.clock
+        self._telemetry = base.telemetry
         self.tenant = tenant
         self.device_id = device_id
-        self._lock = asyncio.Lock()
+        self._coordinator = coordinator
+        self._turns: Turns[_Outbox] = Turns(
+            db=base.db,
+            clock=base.clock,
+            telemetry=base.telemetry,
+            outbox=_Outbox,
+            deliver=self._deliver,
+        )
         self._conn: Connection | None = None
         self._conn_serial = 0
         self._browser_epoch: str | None = None
@@ -49,26 +81,37 @@ class DeviceAgent:
         """Whether connection `serial` is authoritative and its hello was accepted."""
         return serial == self._conn_serial == self._hello_serial and self._conn is not None
 
+    async def _deliver(self, out: _Outbox) -> None:
+        if out.hello_serial is not None:
+            self._hello_serial = out.hello_serial
+        for frame in out.frames:
+            await self.send(frame)
+
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
-        async with self._lock:
-            now = self.s.clock.now()
-            with self.s.db.transaction():
-                fresh = tickets.consume_jti(self.s.db, claims.jti, claims.exp, now)
-                device = credentials.get_device(self.s.db, self.tenant, self.device_id)
+
+        def body(out: _Outbox, now: float) -> bool:
+            fresh = tickets.consume_jti(self.db, claims.jti, claims.exp, now)
+            device = credentials.get_device(self.db, self.tenant, self.device_id)
             if not fresh or device is None or device.revoked_at is not None:
                 reason = "replayed" if not fresh else "revoked"
-                self.s.telemetry.emit(
+                self._turns.report(
                     "ticket.refused",
                     tenant=self.tenant,
                     device=self.device_id,
                     kind="device",
                     reason=reason,
                 )
-                return None
-            self.s.telemetry.emit(
+                return False
+            self._turns.report(
                 "ticket.consumed", tenant=self.tenant, device=self.device_id, kind="device"
             )
+            return True
+
+        async with self._turns.lock:
+            # Not waiting for the fsync, as the coordinator's turn after the hello does.
+            if not await self._turns.run_locked(body, durable=False):
+                return None
             old, self._conn = self._conn, conn
             self._conn_serial += 1
             self._browser_epoch = claims.browser_epoch
@@ -92,18 +135,14 @@ class DeviceAgent:
         await self._dispatch(serial, frame)
 
     async def _dispatch(self, serial: int, frame: m.DeviceClientFrame) -> None:
-        coordinator = self.s.coordinator(self.tenant)
-        now = self.s.clock.now()
+        coordinator = self._coordinator
         match frame:
             case m.DeviceClientHello():
                 await self._hello(serial, frame)
             case m.DeviceClientHeartbeat():
-                with self.s.db.transaction():
-                    credentials.device_seen(self.s.db, self.tenant, self.device_id, now)
-                await self.send(
-                    m.DeviceServerHeartbeatAck(
-                        type="heartbeat_ack", seq=frame.seq, server_time=utc(now)
-                    )
+                # The ack says the frame arrived, not that its time is on disk.
+                await self._turns.run(
+                    lambda out, now: self._heartbeat(out, now, frame), durable=False
                 )
             case m.DeviceClientProvisionAck():
                 await coordinator.provision_ack(self.device_id, frame)
@@ -117,7 +156,7 @@ class DeviceAgent:
                         )
                     )
             case m.DeviceClientAttachRequest():
-                device = credentials.get_device(self.s.db, self.tenant, self.device_id)
+                device = credentials.get_device(self.db, self.tenant, self.device_id)
                 if device is not None:
                     await coordinator.attach_request(device, frame)
             case m.DeviceClientRecoveryReport():
@@ -132,7 +171,7 @@ class DeviceAgent:
                 # Content-free counters only: dialog overflow or interruption, popups closed,
                 # navigations blocked, debugger detaches.
                 for counter, count in sorted(frame.counters.to_wire().items()):
-                    self.s.telemetry.emit(
+                    self._telemetry.emit(
                         "device.health",
                         tenant=self.tenant,
                         device=self.device_id,
@@ -145,17 +184,23 @@ class DeviceAgent:
             case _:
                 assert_never(frame)
 
+    def _heartbeat(self, out: _Outbox, now: float, frame: m.DeviceClientHeartbeat) -> None:
+        credentials.device_seen(self.db, self.tenant, self.device_id, now)
+        out.frames.append(
+            m.DeviceServerHeartbeatAck(type="heartbeat_ack", seq=frame.seq, server_time=utc(now))
+        )
+
     async def _hello(self, serial: int, hello: m.DeviceClientHello) -> None:
         epoch = str(hello.browser_epoch)
         if epoch != self._browser_epoch:
             await self._refuse(serial, "hello.browserEpoch differs from the ticket's browser epoch")
             return
-        now = self.s.clock.now()
-        with self.s.db.transaction():
-            before = credentials.get_device(self.s.db, self.tenant, self.device_id)
+
+        def body(out: _Outbox, now: float) -> bool:
+            before = credentials.get_device(self.db, self.tenant, self.device_id)
             previous = before.browser_epoch if before is not None else None
             connection_epoch = credentials.device_connected(
-                self.s.db,
+                self.db,
                 self.tenant,
                 self.device_id,
                 now=now,
@@ -164,23 +209,30 @@ class DeviceAgent:
                 capabilities=sorted(set(hello.capabilities)),
                 local_policy=hello.local_origin_policy.to_wire(),
             )
-        self._hello_serial = serial
-        version = max(hello.protocol_versions)
-        self.s.telemetry.emit(
-            "device.connected", tenant=self.tenant, device=self.device_id, protocol_version=version
-        )
-        await self.send(
-            m.DeviceServerWelcome(
-                type="welcome",
-                device_id=self.device_id,
+            version = max(hello.protocol_versions)
+            self._turns.report(
+                "device.connected",
+                tenant=self.tenant,
+                device=self.device_id,
                 protocol_version=version,
-                connection_epoch=connection_epoch,
-                heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
-                server_time=utc(now),
             )
-        )
-        changed = previous is not None and previous != epoch
-        await self.s.coordinator(self.tenant).device_hello(self.device_id, hello, changed)
+            out.hello_serial = serial
+            out.frames.append(
+                m.DeviceServerWelcome(
+                    type="welcome",
+                    device_id=self.device_id,
+                    protocol_version=version,
+                    connection_epoch=connection_epoch,
+                    heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
+                    server_time=utc(now),
+                )
+            )
+            return previous is not None and previous != epoch
+
+        # The welcome leaves at once; the coordinator's turn that follows waits for the commit
+        # before it sends a lease frame.
+        changed = await self._turns.run(body, durable=False)
+        await self._coordinator.device_hello(self.device_id, hello, changed)
 
     async def _refuse(self, serial: int, message: str) -> None:
         await self.send(
@@ -199,15 +251,15 @@ class DeviceAgent:
             log.debug("device send failed", exc_info=True)
 
     async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
-        async with self._lock:
+        async with self._turns.lock:
             if serial != self._conn_serial or self._conn is None:
                 return
             conn, self._conn = self._conn, None
-        self.s.telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
+        self._telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
-        await self.s.coordinator(self.tenant).device_disconnected(self.device_id)
+        await self._coordinator.device_disconnected(self.device_id)
 
     async def close_current(self, code: int, reason: str) -> None:
         """Close the authoritative connection, if any, as if it had disconnected."""

@@ -7,10 +7,14 @@ The write protocol (at most once; pending and unknown are explicit):
           ◀── write_ready ── persist granted ─▶ write_grant (the command, sent once, never again)
           ◀── result ─────── persist the outcome ─▶ result_ack
 
-Every step is one turn: under the agent's lock, one transaction, frames sent after the commit.
-Deadlines live in the command rows (ready 5 s, granted work 25 s, reads 20 s); one timer sleeps
-until the earliest and start-up re-arms it, so a deadline that passed while the process was down
-fires at once. The socket is authoritative for one (browser epoch, lease epoch); a newer ticket
+Every step is one turn (`_turns.py`): one transaction, frames sent after the commit. What each
+event does to a command is the decision table of `_write_protocol.py`; this agent finds the rows,
+asks the table, and carries the decision out. Deadlines live in the command rows (ready 5 s,
+granted work 25 s, reads 20 s); one timer sleeps until the earliest and start-up re-arms it, so a
+deadline that passed while the process was down fires at once. A command admitted under an older
+lease epoch than its session's is due at once too: that is how a browser-epoch change reaches
+the commands (`epoch_lost`), and why it survives a crash between the coordinator's turn and this
+agent's. The socket is authoritative for one (browser epoch, lease epoch); a newer ticket
 supersedes it and an epoch change demotes it.
 """
 
@@ -21,68 +25,88 @@ import contextlib
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from pydantic import TypeAdapter, ValidationError
 
 from understudy import _faults, _security
+from understudy._admission import check_capabilities, take_quotas
 from understudy._clock import utc, wait_until
-from understudy._commands import CommandState, move
+from understudy._commands import CommandState
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._lifecycle import SessionState
+from understudy._policy import (
+    GRANT_DEADLINE_S,
+    IDLE_TTL_S,
+    READ_DEADLINE_S,
+    READY_DEADLINE_S,
+    SYNC_WAIT_S,
+)
 from understudy._problems import ProblemError
-from understudy._store import blocked, commands, credentials, dialogs, quotas, tickets, vault
+from understudy._store import blocked, commands, credentials, dialogs, tickets, vault
 from understudy._store import sessions as store
-from understudy.coordinator import IDLE_TTL_S
+from understudy._turns import Outbox as TurnOutbox
+from understudy._turns import Timer, Turns
+from understudy._write_protocol import Decision, Effect, Event, JournalState, Kind, decide
 from understudy.generated import models as m
 from understudy.generated.catalog import COMMAND_KINDS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
+    from understudy._config import QuotaPolicy
     from understudy._connection import Connection
-    from understudy._security import TicketClaims
-    from understudy._services import Services
+    from understudy._ports import ActorBase
+    from understudy._security import Keys, TicketClaims
     from understudy._store.commands import CommandRow
-    from understudy._store.sessions import SessionRow
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFrame)
 
-READ_DEADLINE_S = 20.0
-READY_DEADLINE_S = 5.0
-GRANT_DEADLINE_S = 25.0
-SYNC_WAIT_S = 20.0
-SAFE_WRITE = "safe_write_v2"
-# An extension without it answers an element_state wait_for as matched (its decoder passed the
-# unknown condition through), so the condition is never sent there.
-ELEMENT_STATE_WAIT = "wait_for_element_state_v1"
-# Writes an older extension does not know: it would prepare them, then fail them after the grant
-# with a decoder message that names no remedy, so they are refused here with one.
-WRITE_CAPABILITIES: dict[str, str] = {"drag": "drag_v1", "select_text": "select_text_v1"}
 _S = CommandState
 
 
 @dataclass
-class _Outbox:
+class _Outbox(TurnOutbox):
     frames: list[m.SessionServerFrame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
     step: str | None = None  # the persisted write step this turn took (for crash points)
 
 
 class SessionAgent:
-    def __init__(self, services: Services, session_id: str) -> None:
-        self.s = services
+    """One session's actor: its socket, command journal, deadlines, dialogs and vault use.
+
+    Args:
+        base: storage, clock, telemetry and the timer-error counter.
+        session_id: the session it serves.
+        keys: for request fingerprints and the vault.
+        quota: the command quotas.
+    """
+
+    def __init__(self, base: ActorBase, session_id: str, *, keys: Keys, quota: QuotaPolicy) -> None:
+        self.db = base.db
+        self.clock = base.clock
+        self.keys = keys
+        self.quota = quota
         self.session_id = session_id
-        self._lock = asyncio.Lock()
+        timer = Timer(
+            clock=base.clock,
+            due=self._next_due,
+            fire=lambda: self._turns.run(self._expire_due),
+            failed=base.timer_failed,
+            actor="session",
+        )
+        self._turns: Turns[_Outbox] = Turns(
+            db=base.db,
+            clock=base.clock,
+            telemetry=base.telemetry,
+            outbox=_Outbox,
+            deliver=self._deliver,
+            timer=timer,
+        )
         self._conn: Connection | None = None
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
         self.hello: m.SessionClientHello | None = None
         self._events: dict[str, asyncio.Event] = {}
-        self._timer: asyncio.Task[None] | None = None
-        self._timer_due: float | None = None
         self._ready = asyncio.Event()  # set while an authoritative socket has said hello
 
     @property
@@ -103,26 +127,19 @@ class SessionAgent:
 
     async def wait_available(self, until: float) -> bool:
         """Wait (on the injected clock) until the session socket has said hello, or `until`."""
-        if not self.available and self.s.clock.now() < until:
-            await wait_until(self._ready, self.s.clock, until)
+        if not self.available and self.clock.now() < until:
+            await wait_until(self._ready, self.clock, until)
         return self.available
 
     # -- turns ---------------------------------------------------------------------------------
 
-    async def _turn(self, body: Callable[[_Outbox, float], T]) -> T:
-        async with self._lock:
-            out = _Outbox()
-            with self.s.db.transaction():
-                result = body(out, self.s.clock.now())
-            await self.s.db.durable()  # group commit: nothing leaves before the turn is durable
-            if out.step is not None:
-                _faults.after(out.step)
-            for frame in out.frames:
-                await self.send(frame)
-            for command_id in out.wake:
-                self._events.setdefault(command_id, asyncio.Event()).set()
-            self.arm()
-        return result
+    async def _deliver(self, out: _Outbox) -> None:
+        if out.step is not None:
+            _faults.after(out.step)
+        for frame in out.frames:
+            await self.send(frame)
+        for command_id in out.wake:
+            self._events.setdefault(command_id, asyncio.Event()).set()
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -134,19 +151,19 @@ class SessionAgent:
         dry_run = bool(request.dry_run)
         command_id = str(request.command_id)
         fingerprint = _security.request_fingerprint(
-            self.s.keys,
+            self.keys,
             tenant,
             f"command:{self.session_id}",
             {"command": command, "dryRun": dry_run},
         )
 
         def body(out: _Outbox, now: float) -> CommandRow:
-            session = store.get(self.s.db, self.session_id)
+            session = store.get(self.db, self.session_id)
             if session is None or session.tenant != tenant:
                 raise ProblemError(
                     404, "session_not_found", "no session with this id in your tenant"
                 )
-            prior = commands.get(self.s.db, self.session_id, command_id)
+            prior = commands.get(self.db, self.session_id, command_id)
             if prior is not None and not _security.digests_equal(prior.fingerprint, fingerprint):
                 raise ProblemError(
                     409,
@@ -156,14 +173,17 @@ class SessionAgent:
                     command_id=command_id,
                     retry_policy="none",
                 )
-            if prior is not None and not CommandState(prior.state).retryable:
+            admission = decide(kind, prior.state if prior is not None else None, Event.ADMIT)
+            if prior is not None and admission.has(Effect.REPLAY):
                 return prior
+            target = admission.target
+            assert target is not None  # noqa: S101 - the table admits what it does not replay
             state = SessionState(session.status)
             if state == SessionState.CLOSING or state.terminal:
                 raise ProblemError(
                     410, "session_terminal", f"the session is {state.value}; create a new session"
                 )
-            busy = commands.open_commands(self.s.db, self.session_id)
+            busy = commands.open_commands(self.db, self.session_id)
             if busy:
                 raise ProblemError(
                     429,
@@ -172,18 +192,7 @@ class SessionAgent:
                     retry_after=1,
                     retry_policy="wait_for_slot",
                 )
-            if kind == "write":
-                self._check_writable(session, dry_run, command_id)
-                self._check_write_capability(session, name)
-            elif _waits_on_element_state(command):
-                capabilities, _ = self._device_capabilities(session)
-                if capabilities is not None and ELEMENT_STATE_WAIT not in capabilities:
-                    raise ProblemError(
-                        426,
-                        "protocol_upgrade_required",
-                        "the extension cannot wait on an element's state; update it, or wait "
-                        "for text or a URL instead",
-                    )
+            check_capabilities(self.db, session, self.hello, command, kind, dry_run, command_id)
             if not self.available:
                 raise ProblemError(
                     503,
@@ -194,11 +203,11 @@ class SessionAgent:
                     else "the tab's connection is down; retry after Retry-After",
                     retry_after=2,
                 )
-            self._take_quotas(session, actor, name, now)
+            take_quotas(self.db, self.quota, session, actor, name, now, self._turns.report_refusal)
             epoch = session.lease_epoch
             if prior is None:
                 commands.insert(
-                    self.s.db,
+                    self.db,
                     session_id=self.session_id,
                     command_id=command_id,
                     tenant=tenant,
@@ -208,7 +217,7 @@ class SessionAgent:
                     dry_run=dry_run,
                     fingerprint=fingerprint,
                     request=command,
-                    state=(_S.PENDING if kind == "read" else _S.PREPARING).value,
+                    state=target.value,
                     lease_epoch=epoch,
                     browser_epoch=session.browser_epoch,
                     admitted_at=now,
@@ -216,12 +225,11 @@ class SessionAgent:
                     deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
                 )
             else:  # a retry of a command that never ran
-                target = _S.PENDING if kind == "read" else _S.PREPARING
                 commands.update(
-                    self.s.db,
+                    self.db,
                     self.session_id,
                     command_id,
-                    state=move(prior.state, target).value,
+                    state=target.value,
                     attempt=prior.attempt + 1,
                     lease_epoch=epoch,
                     admitted_at=now,
@@ -233,22 +241,23 @@ class SessionAgent:
                     ready_deadline=None if kind == "read" else now + READY_DEADLINE_S,
                     deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
                 )
-            row = commands.get(self.s.db, self.session_id, command_id)
+            row = commands.get(self.db, self.session_id, command_id)
             assert row is not None  # noqa: S101 - written above
             # The admitted command moves the idle expiry in this same transaction. The tenant's
             # timer may then fire early for the old deadline; its tick finds nothing due and
             # re-arms, so no coordinator turn is needed per command.
             store.update(
-                self.s.db,
+                self.db,
                 self.session_id,
                 last_command_at=now,
                 idle_expires_at=min(session.expires_at, now + IDLE_TTL_S),
                 command_count=session.command_count + 1,
             )
-            self.s.telemetry.emit(
+            self._turns.report(
                 "command.admitted", tenant=tenant, session=self.session_id, command=name, kind=kind
             )
-            if kind == "read":
+            out.step = admission.step
+            if admission.has(Effect.SEND_READ):
                 out.frames.append(
                     m.SessionServerRead(
                         type="read",
@@ -257,8 +266,7 @@ class SessionAgent:
                         deadline_at=utc(row.deadline),
                     )
                 )
-            else:
-                out.step = "preparing"
+            elif admission.has(Effect.SEND_PREPARE):
                 out.frames.append(
                     m.SessionServerWritePrepare(
                         type="write_prepare",
@@ -271,120 +279,38 @@ class SessionAgent:
                 )
             return row
 
-        return await self._turn(body)
-
-    def _device_capabilities(self, session: SessionRow) -> tuple[set[str] | None, int]:
-        """The session's extension's capabilities and protocol version (None: no device yet)."""
-        if self.hello is not None:
-            return set(self.hello.capabilities), self.hello.protocol_version
-        if session.device_id is None:
-            return None, 1
-        device = credentials.get_device(self.s.db, session.tenant, session.device_id)
-        if device is None:
-            return set(), 1
-        return set(device.capabilities), max(device.protocol_versions, default=1)
-
-    def _check_writable(self, session: SessionRow, dry_run: bool, command_id: str) -> None:
-        capabilities, version = self._device_capabilities(session)
-        # No device yet (an attended session still waiting for a person to attach a tab): nothing
-        # says the write cannot run there, so it is answered as a read is, by the availability
-        # check (503 session_unavailable), not by an upgrade the caller cannot act on.
-        if capabilities is not None and (SAFE_WRITE not in capabilities or version < 2):
-            raise ProblemError(
-                426,
-                "protocol_upgrade_required",
-                "the extension cannot run safe writes; update it to protocol 2",
-            )
-        if session.writes_blocked_reason is not None and not dry_run:
-            detail = {
-                "unknown_outcome": "an earlier write's outcome is unknown; inspect the page with "
-                "reads, then delete this session and create a new one to write again",
-                "browser_epoch_changed": "the browser restarted; delete this session and create a "
-                "new one to write again",
-            }.get(session.writes_blocked_reason, "writes are blocked on this session")
-            raise ProblemError(
-                409, "writes_blocked", detail, command_id=command_id, retry_policy="none"
-            )
-
-    def _check_write_capability(self, session: SessionRow, name: str) -> None:
-        needed = WRITE_CAPABILITIES.get(name)
-        if needed is None:
-            return
-        capabilities, _ = self._device_capabilities(session)
-        if capabilities is not None and needed not in capabilities:
-            raise ProblemError(
-                426,
-                "protocol_upgrade_required",
-                f"the extension cannot run {name}; update it to a version that offers {needed}",
-            )
-
-    def _take_quotas(self, session: SessionRow, actor: str, name: str, now: float) -> None:
-        quota = self.s.settings.quota
-        if session.command_count >= quota.commands_per_session_lifetime:
-            raise ProblemError(
-                429,
-                "rate_limited",
-                f"this session reached its lifetime limit of "
-                f"{quota.commands_per_session_lifetime} commands; create a new "
-                "session",
-                retry_after=max(1.0, session.expires_at - now),
-            )
-        limits = [
-            ("session_commands", self.session_id, quota.commands_per_session_per_min),
-            ("tenant_commands", session.tenant, quota.commands_per_tenant_per_min),
-        ]
-        if name == "fill_secret":
-            limits.append(
-                (
-                    "credential_fills",
-                    f"{session.tenant}/{actor}",
-                    quota.credential_fills_per_actor_per_min,
-                )
-            )
-        for scope, subject, limit in limits:
-            wait = quotas.take(self.s.db, scope, subject, limit, now)
-            if wait is not None:
-                self.s.telemetry.emit(
-                    "quota.decision", tenant=session.tenant, scope=scope, outcome="refused"
-                )
-                raise ProblemError(
-                    429,
-                    "rate_limited",
-                    f"the {scope.replace('_', ' ')} quota is {limit} per minute; "
-                    "retry after the Retry-After delay",
-                    retry_after=wait,
-                )
+        return await self._turns.run(body)
 
     async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
         """Wait (on the injected clock) until the command is no longer open, or `within` passes."""
-        row = commands.get(self.s.db, self.session_id, command_id)
+        row = commands.get(self.db, self.session_id, command_id)
         assert row is not None  # noqa: S101 - the caller admitted it
         until = min(row.admitted_at + within, row.deadline)
         event = self._events.setdefault(command_id, asyncio.Event())
         while True:
-            row = commands.get(self.s.db, self.session_id, command_id)
+            row = commands.get(self.db, self.session_id, command_id)
             assert row is not None  # noqa: S101
             if not CommandState(row.state).open:
                 return row
-            if self.s.clock.now() >= until:
+            if self.clock.now() >= until:
                 # The deadline may be due this very moment. Shielded: if the waiting request
                 # goes away (its key was revoked), the turn it started still runs to its end.
-                await asyncio.shield(self._turn(self._expire_due))
-                latest = commands.get(self.s.db, self.session_id, command_id)
+                await asyncio.shield(self._turns.run(self._expire_due))
+                latest = commands.get(self.db, self.session_id, command_id)
                 assert latest is not None  # noqa: S101
                 return latest
             event.clear()
-            await wait_until(event, self.s.clock, until)
+            await wait_until(event, self.clock, until)
 
     # -- frames from the extension -------------------------------------------------------------
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
-        async with self._lock:
-            now = self.s.clock.now()
-            with self.s.db.transaction():
-                fresh = tickets.consume_jti(self.s.db, claims.jti, claims.exp, now)
-                row = store.get(self.s.db, self.session_id)
-                device = credentials.get_device(self.s.db, claims.tenant, claims.device)
+        """Make `conn` authoritative if its ticket is fresh and its authority current."""
+
+        def body(out: _Outbox, now: float) -> bool:
+            fresh = tickets.consume_jti(self.db, claims.jti, claims.exp, now)
+            row = store.get(self.db, self.session_id)
+            device = credentials.get_device(self.db, claims.tenant, claims.device)
             authoritative = (
                 row is not None
                 # A ticket minted before its device was revoked dies with it.
@@ -398,17 +324,23 @@ class SessionAgent:
                 and row.status in (SessionState.CONNECTED, SessionState.RECOVERING)
             )
             if not fresh or not authoritative:
-                self.s.telemetry.emit(
+                self._turns.report(
                     "ticket.refused",
                     tenant=claims.tenant,
                     kind="session",
                     session=self.session_id,
                     reason="replayed" if not fresh else "stale",
                 )
-                return None
-            self.s.telemetry.emit(
+                return False
+            self._turns.report(
                 "ticket.consumed", tenant=claims.tenant, kind="session", session=self.session_id
             )
+            return True
+
+        async with self._turns.lock:
+            # Accepting the socket promises nothing stored; the hello's turn waits for the disk.
+            if not await self._turns.run_locked(body, durable=False):
+                return None
             old, self._conn = self._conn, conn
             self._serial += 1
             self._epochs = (claims.browser_epoch, claims.lease_epoch or 0)
@@ -445,15 +377,15 @@ class SessionAgent:
             case m.SessionClientHello():
                 await self._hello(frame)
             case m.SessionClientReadResult():
-                await self._turn(lambda out, now: self._read_result(out, now, frame))
+                await self._turns.run(lambda out, now: self._read_result(out, now, frame))
             case m.SessionClientWriteReady():
-                await self._turn(lambda out, now: self._write_ready(out, now, frame))
+                await self._turns.run(lambda out, now: self._write_ready(out, now, frame))
             case m.SessionClientResult():
-                await self._turn(lambda out, now: self._result(out, now, frame))
+                await self._turns.run(lambda out, now: self._result(out, now, frame))
             case m.SessionClientDialog():
-                await self._turn(lambda out, now: self._dialog(out, now, frame))
+                await self._turns.run(lambda out, now: self._dialog(out, now, frame))
             case m.SessionClientNavigationBlocked():
-                await self._turn(lambda out, now: self._navigation_blocked(now, frame))
+                await self._turns.run(lambda out, now: self._navigation_blocked(now, frame))
             case m.SessionClientError():
                 log.info("extension reported error code=%s", frame.code)
             case _:
@@ -470,33 +402,30 @@ class SessionAgent:
             )
             await self.disconnected(self._serial, close=(CLOSE_NOT_AUTHORITATIVE, "stale epoch"))
             return
-        journal = {str(entry.command_id): entry.state for entry in hello.journal}
+        journal: dict[str, JournalState] = {
+            str(entry.command_id): entry.state for entry in hello.journal
+        }
 
         def body(out: _Outbox, now: float) -> None:
             cancel: list[uuid.UUID] = []
             unknown: list[uuid.UUID] = []
-            for row in commands.open_commands(self.s.db, self.session_id):
-                held = journal.get(row.command_id)
-                if row.state == _S.PENDING:
-                    self._end(out, row, _S.TIMED_OUT, now)
-                elif row.state == _S.PREPARING or (row.state == _S.GRANTED and held == "prepared"):
-                    # Never granted, or the grant never arrived: it cannot run any more.
-                    self._end(out, row, _S.NOT_STARTED, now)
-                    if held is not None:
-                        cancel.append(uuid.UUID(row.command_id))
-                elif held != "completed_unacked":
-                    # Started with no result, or lost from the journal: it may have run.
-                    self._unknown(out, row, now)
-                    unknown.append(uuid.UUID(row.command_id))
-            for command_id, held in journal.items():  # entries we already settled
-                settled = commands.get(self.s.db, self.session_id, command_id)
-                if held == "prepared" and (settled is None or not CommandState(settled.state).open):
+            settled: list[tuple[CommandRow | None, str, Decision]] = []
+            for open_row in commands.open_commands(self.db, self.session_id):
+                held = journal.get(open_row.command_id)
+                decision = self._decide(open_row, Event.HELLO, held)
+                settled.append((open_row, open_row.command_id, decision))
+            seen = {command_id for _, command_id, _ in settled}
+            for command_id, held in journal.items():  # entries we already settled, or never had
+                if command_id not in seen:
+                    row = commands.get(self.db, self.session_id, command_id)
+                    settled.append((row, command_id, self._decide(row, Event.HELLO, held)))
+            for row, command_id, decision in settled:
+                self._apply(out, row, uuid.UUID(command_id), decision, now)
+                if decision.has(Effect.HELLO_CANCEL):
                     cancel.append(uuid.UUID(command_id))
-                elif held == "started" and (settled is None or settled.state == _S.UNKNOWN):
-                    # Already unknown (a deadline or an earlier hello): say so again, or the
-                    # extension keeps the entry and reports it on every hello of this epoch.
+                if decision.has(Effect.HELLO_UNKNOWN):
                     unknown.append(uuid.UUID(command_id))
-            session = store.require(self.s.db, self.session_id)
+            session = store.require(self.db, self.session_id)
             out.frames.append(
                 m.SessionServerHelloAck(
                     type="hello_ack",
@@ -509,35 +438,26 @@ class SessionAgent:
             )
 
         self.hello = hello
-        await self._turn(body)
+        await self._turns.run(body)
         self._ready.set()
 
     def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
-        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        if row is None or row.kind != "read" or row.state != _S.PENDING:
-            return  # late (timed out) or duplicated: nothing to do
-        self._finish(out, row, frame.outcome, frame.result, frame.error, now)
+        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        succeeded = frame.outcome == "succeeded"
+        event = Event.READ_SUCCEEDED if succeeded else Event.READ_FAILED
+        decision = self._decide(row, event, kind="read")
+        self._apply(
+            out, row, frame.command_id, decision, now, result=frame.result, error=frame.error
+        )
 
     def _write_ready(self, out: _Outbox, now: float, frame: m.SessionClientWriteReady) -> None:
-        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        if row is None or row.kind != "write" or row.state != _S.PREPARING:
-            if row is None or not CommandState(row.state).open:
-                # Late or unknown: make sure the extension drops its preparation.
-                out.frames.append(
-                    m.SessionServerCancel(
-                        type="cancel", command_id=frame.command_id, reason="ready_deadline"
-                    )
-                )
-            return  # a duplicate write_ready for a granted write: never send the payload again
+        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        decision = self._decide(row, Event.WRITE_READY)
+        if row is None or not decision.has(Effect.SEND_GRANT):
+            self._apply(out, row, frame.command_id, decision, now)
+            return
         if frame.lease_epoch != row.lease_epoch:
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="stale_lease_epoch",
-                    message="write_ready for another lease epoch",
-                    command_id=frame.command_id,
-                )
-            )
+            self._apply(out, row, frame.command_id, self._decide(row, Event.READY_STALE_EPOCH), now)
             return
         command: Any = m.CommandRequest.model_validate(
             {"commandId": row.command_id, "command": row.request}
@@ -546,37 +466,19 @@ class SessionAgent:
         if row.name == "fill_secret":
             name = command.secret_ref.removeprefix("vault:")
             if row.dry_run:  # a dry run checks the secret exists, never decrypts it
-                secret = "" if vault.exists(self.s.db, row.tenant, name) else None
+                secret = "" if vault.exists(self.db, row.tenant, name) else None
             else:
-                secret = vault.reveal(self.s.db, self.s.keys, row.tenant, name)
+                secret = vault.reveal(self.db, self.keys, row.tenant, name)
             if secret is None:
-                self._finish(
-                    out,
-                    row,
-                    "failed",
-                    None,
-                    m.ErrorInfo(
-                        code="secret_not_found",
-                        message=f"no secret named {command.secret_ref} in your tenant's vault; "
-                        "add it with `understudy secrets put`",
-                    ),
-                    now,
+                missing = m.ErrorInfo(
+                    code="secret_not_found",
+                    message=f"no secret named {command.secret_ref} in your tenant's vault; "
+                    "add it with `understudy secrets put`",
                 )
-                out.frames.append(
-                    m.SessionServerCancel(
-                        type="cancel", command_id=frame.command_id, reason="superseded"
-                    )
-                )
+                decision = self._decide(row, Event.READY_NOT_IN_VAULT)
+                self._apply(out, row, frame.command_id, decision, now, error=missing)
                 return
-        commands.update(
-            self.s.db,
-            self.session_id,
-            row.command_id,
-            state=move(row.state, _S.GRANTED).value,
-            ready_deadline=None,
-        )
-        out.wake.add(row.command_id)
-        out.step = "granted"
+        self._apply(out, row, frame.command_id, decision, now)
         # The plaintext exists only in this frame object, in memory, until it is sent.
         out.frames.append(
             m.SessionServerWriteGrant(
@@ -591,39 +493,17 @@ class SessionAgent:
         )
 
     def _result(self, out: _Outbox, now: float, frame: m.SessionClientResult) -> None:
-        row = commands.get(self.s.db, self.session_id, str(frame.command_id))
-        ack = m.SessionServerResultAck(type="result_ack", command_id=frame.command_id)
-        if row is None or row.kind != "write":
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="unknown_command",
-                    message="no write with this commandId",
-                    command_id=frame.command_id,
-                )
-            )
-            return
-        state = CommandState(row.state)
-        if state == _S.GRANTED:
-            self._finish(out, row, frame.outcome, frame.result, frame.error, now)
-            out.step = "result"
-            out.frames.append(ack)
-        elif state in (_S.SUCCEEDED, _S.FAILED, _S.UNKNOWN):
-            out.frames.append(ack)  # a replay of a result we hold (or gave up on): just ack it
-        else:
-            out.frames.append(
-                m.SessionServerError(
-                    type="error",
-                    code="not_granted",
-                    message="a result for a write never granted",
-                    command_id=frame.command_id,
-                )
-            )
+        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        event = Event.WRITE_SUCCEEDED if frame.outcome == "succeeded" else Event.WRITE_FAILED
+        decision = self._decide(row, event, kind="write")
+        self._apply(
+            out, row, frame.command_id, decision, now, result=frame.result, error=frame.error
+        )
 
     def _dialog(self, out: _Outbox, now: float, frame: m.SessionClientDialog) -> None:
         record = frame.dialog.to_wire()
-        if dialogs.record(self.s.db, self.session_id, str(frame.dialog.dialog_id), record, now):
-            self.s.telemetry.emit(
+        if dialogs.record(self.db, self.session_id, str(frame.dialog.dialog_id), record, now):
+            self._turns.report(
                 "dialog.recorded",
                 session=self.session_id,
                 kind=frame.dialog.dialog_type,
@@ -636,8 +516,8 @@ class SessionAgent:
     def _navigation_blocked(self, now: float, frame: m.SessionClientNavigationBlocked) -> None:
         """Keep what the page tried for the session status; the origin never reaches telemetry."""
         record = frame.blocked.to_wire()
-        if blocked.record(self.s.db, self.session_id, str(frame.blocked.blocked_id), record, now):
-            self.s.telemetry.emit(
+        if blocked.record(self.db, self.session_id, str(frame.blocked.blocked_id), record, now):
+            self._turns.report(
                 "navigation.blocked",
                 session=self.session_id,
                 kind=frame.blocked.kind,
@@ -646,43 +526,91 @@ class SessionAgent:
 
     # -- outcomes ------------------------------------------------------------------------------
 
-    def _finish(
+    def _decide(
+        self,
+        row: CommandRow | None,
+        event: Event,
+        journal: JournalState | None = None,
+        *,
+        kind: Kind = "write",
+    ) -> Decision:
+        """The table's decision for `row` (None: no such command; `kind` says what the frame
+        that named it expected)."""
+        if row is None:
+            return decide(kind, None, event, journal)
+        return decide("read" if row.kind == "read" else "write", row.state, event, journal)
+
+    def _apply(
         self,
         out: _Outbox,
-        row: CommandRow,
-        outcome: str,
-        result: Any,
-        error: m.ErrorInfo | None,
+        row: CommandRow | None,
+        command_id: uuid.UUID,
+        decision: Decision,
         now: float,
+        *,
+        result: Any = None,
+        error: m.ErrorInfo | None = None,
     ) -> None:
-        target = _S.SUCCEEDED if outcome == "succeeded" else _S.FAILED
-        self._end(
-            out,
-            row,
-            target,
-            now,
-            result=result.to_wire() if result is not None else None,
-            error_code=error.code if error is not None else None,
-            error_message=error.message if error is not None else None,
-            request=None,  # the arguments are not kept once the outcome is
-        )
+        """Carry out a decision: persist the next state, then queue its frames."""
+        target = decision.target
+        if row is not None and target is not None:
+            if target.open:  # granted: the deadline of the work runs on
+                commands.update(
+                    self.db,
+                    self.session_id,
+                    row.command_id,
+                    state=target.value,
+                    ready_deadline=None,
+                )
+            else:
+                self._end(row, target, now, decision.has(Effect.RECORD_OUTCOME), result, error)
+            out.wake.add(row.command_id)
+        if row is not None and decision.has(Effect.BLOCK_WRITES):
+            session = store.require(self.db, self.session_id)
+            if session.writes_blocked_reason is None:  # the first reason stays the one reported
+                store.update(
+                    self.db,
+                    self.session_id,
+                    writes_blocked_reason="unknown_outcome",
+                    writes_blocked_command=row.command_id,
+                )
+        if decision.step is not None:
+            out.step = decision.step
+        for effect in decision.effects:
+            frame = _frame_of(effect, command_id)
+            if frame is not None:
+                out.frames.append(frame)
 
     def _end(
-        self, out: _Outbox, row: CommandRow, target: CommandState, now: float, **outcome: Any
+        self,
+        row: CommandRow,
+        target: CommandState,
+        now: float,
+        reported: bool,
+        result: Any,
+        error: m.ErrorInfo | None,
     ) -> None:
-        """Persist a terminal state (with the outcome's columns, when the extension gave one)."""
+        """Persist a terminal state, with the outcome's columns when the extension gave one."""
+        outcome: dict[str, Any] = {}
+        if reported:
+            outcome = {
+                "result": result.to_wire() if result is not None else None,
+                "error_code": error.code if error is not None else None,
+                "error_message": error.message if error is not None else None,
+                "request": None,  # the arguments are not kept once the outcome is
+            }
         commands.update(
-            self.s.db,
+            self.db,
             self.session_id,
             row.command_id,
-            state=move(row.state, target).value,
+            state=target.value,
             completed_at=now,
             ready_deadline=None,
             **outcome,
         )
         # Latency only for outcomes the extension reported; the others ended on a deadline.
-        latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if outcome else {}
-        self.s.telemetry.emit(
+        latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if reported else {}
+        self._turns.report(
             "command.outcome",
             session=self.session_id,
             command=row.name,
@@ -690,68 +618,44 @@ class SessionAgent:
             kind=row.kind,
             **latency,
         )
-        out.wake.add(row.command_id)
 
-    def _unknown(self, out: _Outbox, row: CommandRow, now: float) -> None:
-        self._end(out, row, _S.UNKNOWN, now)
-        session = store.require(self.s.db, self.session_id)
-        if session.writes_blocked_reason is None:  # the first reason stays the one reported
-            store.update(
-                self.s.db,
-                self.session_id,
-                writes_blocked_reason="unknown_outcome",
-                writes_blocked_command=row.command_id,
-            )
+    def _settle_open(self, out: _Outbox, now: float, event: Event) -> None:
+        """Decide `event` for every open command."""
+        for row in commands.open_commands(self.db, self.session_id):
+            decision = self._decide(row, event)
+            self._apply(out, row, uuid.UUID(row.command_id), decision, now)
 
-    def epoch_lost(self, now: float) -> None:
-        """Inside a coordinator turn: the browser epoch changed, so every open command ends."""
-        out = _Outbox()
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if row.state == _S.PENDING:
-                self._end(out, row, _S.TIMED_OUT, now)
-            elif row.state == _S.PREPARING:
-                self._end(out, row, _S.NOT_STARTED, now)
-            else:
-                self._unknown(out, row, now)
+    async def epoch_lost(self) -> None:
+        """The session's lease epoch moved on (the browser restarted): every command admitted
+        under an older one ends now. Safe to repeat; after a crash the timer does it."""
+        await self._turns.run(self._expire_due)
 
     # -- the timer -----------------------------------------------------------------------------
 
     def _expire_due(self, out: _Outbox, now: float) -> None:
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if now < _due(row):
+        session = store.get(self.db, self.session_id)
+        for row in commands.open_commands(self.db, self.session_id):
+            if session is not None and row.lease_epoch < session.lease_epoch:
+                event = Event.EPOCH_LOST
+            elif now >= _due(row):
+                event = Event.DEADLINE
+            else:
                 continue
-            if row.state == _S.GRANTED:
-                self._unknown(out, row, now)  # it may have run: never guess
-                continue
-            preparing = row.state == _S.PREPARING
-            self._end(out, row, _S.NOT_STARTED if preparing else _S.TIMED_OUT, now)
-            out.frames.append(
-                m.SessionServerCancel(
-                    type="cancel",
-                    command_id=uuid.UUID(row.command_id),
-                    reason="ready_deadline" if preparing else "deadline",
-                )
-            )
+            self._apply(out, row, uuid.UUID(row.command_id), self._decide(row, event), now)
+
+    def _next_due(self) -> float | None:
+        """The earliest moment `_expire_due` has something to do."""
+        session = store.get(self.db, self.session_id)
+        epoch = session.lease_epoch if session is not None else 0
+        rows = commands.open_commands(self.db, self.session_id)
+        # A command of an older lease epoch is due at once: its admission time has passed.
+        return min(
+            (r.admitted_at if r.lease_epoch < epoch else _due(r) for r in rows), default=None
+        )
 
     def arm(self) -> None:
-        due = min(
-            (_due(r) for r in commands.open_commands(self.s.db, self.session_id)), default=None
-        )
-        if due == self._timer_due and self._timer is not None and not self._timer.done():
-            return
-        if self._timer is not None and self._timer is not asyncio.current_task():
-            self._timer.cancel()
-        self._timer, self._timer_due = None, due
-        if due is not None:
-            self._timer = asyncio.get_running_loop().create_task(self._fire_at(due))
-
-    async def _fire_at(self, due: float) -> None:
-        await self.s.clock.sleep_until(due)
-        self._timer, self._timer_due = None, None
-        try:
-            await self._turn(self._expire_due)
-        except Exception:
-            log.exception("command deadline turn failed")
+        """(Re)arm the timer at the earliest deadline of an open command."""
+        self._turns.timer.arm()  # type: ignore[union-attr]  # this actor always has a timer
 
     # -- the socket ----------------------------------------------------------------------------
 
@@ -772,28 +676,23 @@ class SessionAgent:
             event.set()
 
     async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
-        async with self._lock:
+        async with self._turns.lock:
             if serial != self._serial or self._conn is None:
                 return
             conn, self._conn = self._conn, None
             self.hello = None
             self._ready.clear()
         # Reads in flight are lost with the socket; ungranted writes can no longer be granted.
-        await self._turn(self._socket_lost)
+        await self._turns.run(self._socket_lost)
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
 
     def _socket_lost(self, out: _Outbox, now: float) -> None:
-        for row in commands.open_commands(self.s.db, self.session_id):
-            if row.state == _S.PENDING:
-                self._end(out, row, _S.TIMED_OUT, now)
-            elif row.state == _S.PREPARING:
-                self._end(out, row, _S.NOT_STARTED, now)
+        self._settle_open(out, now, Event.SOCKET_LOST)
 
     async def shutdown(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._turns.timer.disarm()  # type: ignore[union-attr]
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
@@ -807,6 +706,27 @@ def _due(row: CommandRow) -> float:
     return row.deadline
 
 
-def _waits_on_element_state(command: dict[str, Any]) -> bool:
-    condition = command.get("condition") if command.get("name") == "wait_for" else None
-    return isinstance(condition, dict) and condition.get("kind") == "element_state"
+def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | None:
+    """The frame an effect sends by itself (the read, prepare and grant frames carry more)."""
+    match effect:
+        case Effect.CANCEL_READY_DEADLINE:
+            return m.SessionServerCancel(
+                type="cancel", command_id=command_id, reason="ready_deadline"
+            )
+        case Effect.CANCEL_DEADLINE:
+            return m.SessionServerCancel(type="cancel", command_id=command_id, reason="deadline")
+        case Effect.CANCEL_SUPERSEDED:
+            return m.SessionServerCancel(type="cancel", command_id=command_id, reason="superseded")
+        case Effect.SEND_RESULT_ACK:
+            return m.SessionServerResultAck(type="result_ack", command_id=command_id)
+        case Effect.ERROR_UNKNOWN_COMMAND:
+            return _error(command_id, "unknown_command", "no write with this commandId")
+        case Effect.ERROR_NOT_GRANTED:
+            return _error(command_id, "not_granted", "a result for a write never granted")
+        case Effect.ERROR_STALE_LEASE_EPOCH:
+            return _error(command_id, "stale_lease_epoch", "write_ready for another lease epoch")
+    return None
+
+
+def _error(command_id: uuid.UUID, code: str, message: str) -> m.SessionServerError:
+    return m.SessionServerError(type="error", code=code, message=message, command_id=command_id)

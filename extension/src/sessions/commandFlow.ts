@@ -9,24 +9,67 @@
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
  * owns the session now decides, and a started entry stays unknown.
+ *
+ * What each frame does to a write's journal entry is the decision table of `writeProtocol.ts`;
+ * this flow makes the checks the table's events name, asks it, and carries the answer out. The
+ * flow owns the runtime's write journal and its single-flight queue; the runtime reaches them only
+ * through the methods below (frames in, the hello's journal, counts for the panel), and the flow
+ * reaches the runtime only through `CommandHost`.
  */
-import type { WriteReport } from "../commands/context";
+import type { AuthorityCheck } from "../cdp/cdpSession";
+import type { StorageArea } from "../chrome/facade";
+import type { CommandContext, WriteReport } from "../commands/context";
 import { planWrite, runRead } from "../commands/index";
 import { CommandError, StaleAuthorityError, toErrorInfo } from "../errors";
+import { isWriteCommand } from "../generated/catalog";
 import type {
+  BlockedNavigation,
   Command,
   CommandResult,
+  SessionClientFrame,
+  SessionClientHello,
+  SessionServerHelloAck,
   SessionServerRead,
   SessionServerWriteGrant,
   SessionServerWritePrepare,
   WriteCommandName,
   WriteResult,
 } from "../generated/wire";
+import type { Logger } from "../log";
 import { decodeCommand } from "../protocol/decode";
-import type { RuntimeDeps } from "./runtimeDeps";
-import type { SessionRuntime, SettleKind } from "./sessionRuntime";
-import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome } from "./writeJournal";
-import { isWriteCommand } from "../generated/catalog";
+import { CommandQueue } from "./commandQueue";
+import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome, WriteJournal } from "./writeJournal";
+import { decideWrite, type WriteAction, type WriteEvent } from "./writeProtocol";
+
+/** What a write waits for after it acted (see `SessionRuntime.settleWindow`). */
+export type SettleKind = "activation" | "document" | "none";
+
+/** What the flow needs from its runtime: the socket, the authority fence, and the tab commands run in. */
+export interface CommandHost {
+  /** Sends a frame on the session socket; false when it is not open. */
+  send(frame: SessionClientFrame): boolean;
+  /** The lease epoch the runtime holds now. */
+  readonly leaseEpoch: number;
+  /** A check that throws once the runtime's authority for `leaseEpoch` is gone. */
+  authority(leaseEpoch?: number): AuthorityCheck;
+  /** The context a command runs in, fenced by `check`. */
+  context(deadlineMs: number, check: AuthorityCheck): CommandContext;
+  /** Runs `task` with what the page tried and was stopped attributed to `commandId`. */
+  attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }>;
+  /** The settle window after a write acted. */
+  settleWindow(deadlineMs: number, kind: SettleKind): Promise<void>;
+  now(): number;
+}
+
+/** Where reads and writes run; the command implementations, unless a test passes fakes. */
+export interface CommandRunners {
+  readonly planWrite: typeof planWrite;
+  readonly runRead: typeof runRead;
+}
+
+const COMMANDS: CommandRunners = { planWrite, runRead };
+/** A frame whose deadline does not parse gets this much time. */
+const DEFAULT_DEADLINE_MS = 20_000;
 
 /**
  * How long a write's settle window is (`SessionRuntime.settleWindow`): input that may make the page
@@ -60,83 +103,165 @@ function failed(error: unknown): StoredOutcome {
 }
 
 export class CommandFlow {
-  constructor(
-    private readonly runtime: SessionRuntime,
-    private readonly deps: RuntimeDeps,
-  ) {}
+  private readonly journal: WriteJournal;
+  private readonly queue: CommandQueue;
+  private blocked = false;
 
-  enqueueRead(frame: SessionServerRead): void {
+  constructor(
+    private readonly host: CommandHost,
+    area: StorageArea,
+    sessionId: string,
+    log: Logger,
+    private readonly commands: CommandRunners = COMMANDS,
+  ) {
+    this.journal = new WriteJournal(area, sessionId);
+    this.queue = new CommandQueue((error) => {
+      log.warn("command_task_failed", { kind: error instanceof Error ? error.name : "unknown" });
+    });
+  }
+
+  /** Loads the persisted journal (`items`: a storage read that included its key). */
+  load(items?: Readonly<Record<string, unknown>>): Promise<void> {
+    return this.journal.load(items);
+  }
+
+  /** The journal as the hello reports it: ids and states only. */
+  journalEntries(): SessionClientHello["journal"] {
+    return this.journal.list().map((entry) => ({ commandId: entry.commandId, state: entry.state }));
+  }
+
+  /** Entries in the journal, for the panel. */
+  get journaled(): number {
+    return this.journal.list().length;
+  }
+
+  /** Commands queued or running, for the panel. */
+  get queued(): number {
+    return this.queue.size;
+  }
+
+  /** Whether the backend said writes are blocked (hello_ack). */
+  get writesBlocked(): boolean {
+    return this.blocked;
+  }
+
+  /** Resolves once every queued command has finished. */
+  idle(): Promise<void> {
+    return this.queue.idle();
+  }
+
+  /** Forgets the journal (the lease ended). */
+  clear(): Promise<void> {
+    return this.journal.clear();
+  }
+
+  read(frame: SessionServerRead): void {
     const decoded = decodeCommand(frame.command);
     if (!decoded.ok || isWriteCommand(decoded.value.name)) {
       const message = decoded.ok ? `${decoded.value.name} is a write; submit it through the write protocol.` : decoded.message;
-      this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: { code: "invalid_arguments", message } });
+      this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: { code: "invalid_arguments", message } });
       return;
     }
     const command = decoded.value;
-    const check = this.runtime.authority();
-    const deadlineMs = this.runtime.deadlineOf(frame.deadlineAt);
-    this.runtime.queue.enqueue(frame.commandId, async () => {
+    const check = this.host.authority();
+    const deadlineMs = this.deadlineOf(frame.deadlineAt);
+    this.queue.enqueue(frame.commandId, async () => {
       let result: CommandResult;
       try {
         check();
-        const ctx = this.runtime.context(deadlineMs, check);
+        const ctx = this.host.context(deadlineMs, check);
         if (command.name === "wait_for") {
-          const { value, blocked } = await this.runtime.attributing(frame.commandId, () => runRead(ctx, command));
+          const { value, blocked } = await this.host.attributing(frame.commandId, () => this.commands.runRead(ctx, command));
           result = value.name === "wait_for" && blocked.length > 0 ? { ...value, blockedNavigations: blocked } : value;
         } else {
-          result = await runRead(ctx, command);
+          result = await this.commands.runRead(ctx, command);
         }
       } catch (error) {
         if (error instanceof StaleAuthorityError) return;
-        this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: toErrorInfo(error) });
+        this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "failed", error: toErrorInfo(error) });
         return;
       }
-      this.runtime.send({ type: "read_result", commandId: frame.commandId, outcome: "succeeded", result });
+      this.host.send({ type: "read_result", commandId: frame.commandId, outcome: "succeeded", result });
     });
   }
 
   async prepare(frame: SessionServerWritePrepare): Promise<void> {
     const refuse = (message: string): void => {
-      this.runtime.send({ type: "error", code: "write_refused", message, commandId: frame.commandId });
+      this.host.send({ type: "error", code: "write_refused", message, commandId: frame.commandId });
     };
-    if (frame.leaseEpoch !== this.runtime.leaseEpoch) {
-      refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.runtime.leaseEpoch}.`);
-      return;
+    const event: WriteEvent = frame.leaseEpoch !== this.host.leaseEpoch ? "prepare_other_epoch" : this.blocked ? "prepare_blocked" : "prepare";
+    const action = decideWrite(this.journal.get(frame.commandId)?.state, event);
+    switch (action) {
+      case "refuse_epoch":
+        refuse(`write_prepare for lease epoch ${frame.leaseEpoch}; this runtime holds epoch ${this.host.leaseEpoch}.`);
+        return;
+      case "refuse_blocked":
+        refuse("Writes are blocked for this session after a browser restart or an unknown outcome; delete the session and create a new one.");
+        return;
+      case "refuse_granted":
+        refuse(ALREADY_GRANTED);
+        return;
+      case "prepare": {
+        let entry: JournalEntry;
+        try {
+          entry = await this.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
+        } catch (error) {
+          if (!(error instanceof JournalFullError)) throw error;
+          refuse("The extension holds 64 unacknowledged writes; acknowledge their results first.");
+          return;
+        }
+        // Another prepare of the same id may have been granted meanwhile.
+        if (entry.state !== "prepared") {
+          refuse(ALREADY_GRANTED);
+          return;
+        }
+        this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
+        return;
+      }
+      case "ready":
+        this.host.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
+        return;
+      case "refuse_grant":
+      case "run":
+      case "replay":
+      case "drop":
+      case "keep":
+        unexpected(event, action);
     }
-    if (this.runtime.writesBlocked) {
-      refuse("Writes are blocked for this session after a browser restart or an unknown outcome; delete the session and create a new one.");
-      return;
-    }
-    let entry: JournalEntry;
-    try {
-      entry = await this.runtime.journal.prepare({ commandId: frame.commandId, name: frame.name, leaseEpoch: frame.leaseEpoch, dryRun: frame.dryRun });
-    } catch (error) {
-      if (!(error instanceof JournalFullError)) throw error;
-      refuse("The extension holds 64 unacknowledged writes; acknowledge their results first.");
-      return;
-    }
-    if (entry.state !== "prepared") {
-      refuse("This command id was already granted; poll its outcome instead of preparing it again.");
-      return;
-    }
-    this.runtime.send({ type: "write_ready", commandId: frame.commandId, leaseEpoch: frame.leaseEpoch });
   }
 
   async grant(frame: SessionServerWriteGrant): Promise<void> {
-    const entry = this.runtime.journal.get(frame.commandId);
-    if (entry?.state === "completed_unacked") {
-      this.sendResult(entry, true);
-      return;
+    const entry = this.journal.get(frame.commandId);
+    const current = frame.leaseEpoch === this.host.leaseEpoch && (entry === undefined || entry.leaseEpoch === frame.leaseEpoch);
+    const event: WriteEvent = current ? "grant" : "grant_other_epoch";
+    const action = decideWrite(entry?.state, event);
+    switch (action) {
+      case "replay":
+        if (entry !== undefined) this.sendResult(entry, true);
+        return;
+      case "refuse_grant":
+        this.host.send({
+          type: "error",
+          code: "write_refused",
+          message: "write_grant without a matching prepared entry of this lease epoch; the write was not executed.",
+          commandId: frame.commandId,
+        });
+        return;
+      case "run":
+        if (entry !== undefined) await this.run(entry, frame);
+        return;
+      case "prepare":
+      case "ready":
+      case "refuse_epoch":
+      case "refuse_blocked":
+      case "refuse_granted":
+      case "drop":
+      case "keep":
+        unexpected(event, action);
     }
-    if (entry?.state !== "prepared" || entry.leaseEpoch !== frame.leaseEpoch || frame.leaseEpoch !== this.runtime.leaseEpoch) {
-      this.runtime.send({
-        type: "error",
-        code: "write_refused",
-        message: "write_grant without a matching prepared entry of this lease epoch; the write was not executed.",
-        commandId: frame.commandId,
-      });
-      return;
-    }
+  }
+
+  private async run(entry: JournalEntry, frame: SessionServerWriteGrant): Promise<void> {
     const decoded = decodeCommand(frame.command);
     if (!decoded.ok || decoded.value.name !== entry.name) {
       const message = decoded.ok ? `The grant carries ${decoded.value.name} but ${entry.name} was prepared.` : decoded.message;
@@ -144,11 +269,11 @@ export class CommandFlow {
       return;
     }
     const command = decoded.value;
-    const check = this.runtime.authority(frame.leaseEpoch);
-    const deadlineMs = this.runtime.deadlineOf(frame.deadlineAt);
+    const check = this.host.authority(frame.leaseEpoch);
+    const deadlineMs = this.deadlineOf(frame.deadlineAt);
     // The plaintext of fill_secret lives only in this closure until the task ran.
     const secretValue = frame.secretValue;
-    this.runtime.queue.enqueue(frame.commandId, () => this.execute(entry, command, frame.dryRun, secretValue, deadlineMs, check));
+    this.queue.enqueue(frame.commandId, () => this.execute(entry, command, frame.dryRun, secretValue, deadlineMs, check));
   }
 
   private async execute(
@@ -159,11 +284,11 @@ export class CommandFlow {
     deadlineMs: number,
     check: () => void,
   ): Promise<void> {
-    const ctx = this.runtime.context(deadlineMs, check);
+    const ctx = this.host.context(deadlineMs, check);
     let plan;
     try {
       check();
-      plan = await planWrite(ctx, command, dryRun, secretValue);
+      plan = await this.commands.planWrite(ctx, command, dryRun, secretValue);
     } catch (error) {
       if (error instanceof StaleAuthorityError) return;
       await this.finish(entry, failed(error));
@@ -178,13 +303,13 @@ export class CommandFlow {
       await this.finish(entry, failed(new CommandError("origin_not_allowed", `${origin} is not among this session's allowed origins or the device's local policy; navigate only to an allowed origin.`)));
       return;
     }
-    await this.runtime.journal.markStarted(entry.commandId);
+    await this.journal.markStarted(entry.commandId);
     let outcome: StoredOutcome;
     try {
       let report: WriteReport | undefined;
-      const { blocked } = await this.runtime.attributing(entry.commandId, async () => {
+      const { blocked } = await this.host.attributing(entry.commandId, async () => {
         report = (await plan.act()) ?? undefined;
-        await this.runtime.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
+        await this.host.settleWindow(deadlineMs, SETTLE_OF[entry.name]);
       });
       const result = { ...(await this.writeResult(entry.name, ctx)), ...report };
       outcome = { outcome: "succeeded", result: blocked.length > 0 ? { ...result, blockedNavigations: blocked } : result };
@@ -196,7 +321,7 @@ export class CommandFlow {
     await this.finish(entry, outcome);
   }
 
-  private async writeResult(name: WriteCommandName, ctx: ReturnType<SessionRuntime["context"]>, preview?: WriteResult["preview"]): Promise<WriteResult> {
+  private async writeResult(name: WriteCommandName, ctx: CommandContext, preview?: WriteResult["preview"]): Promise<WriteResult> {
     let url = "";
     let title = "";
     try {
@@ -211,7 +336,7 @@ export class CommandFlow {
   private async finish(entry: JournalEntry, outcome: StoredOutcome): Promise<void> {
     let completed: JournalEntry;
     try {
-      completed = await this.runtime.journal.complete(entry.commandId, outcome);
+      completed = await this.journal.complete(entry.commandId, outcome);
     } catch (error) {
       // The backend declared the write unknown and it was dropped meanwhile: the verdict stands.
       if (error instanceof IllegalTransitionError) return;
@@ -223,7 +348,7 @@ export class CommandFlow {
   private sendResult(entry: JournalEntry, replayed: boolean): void {
     const outcome = entry.outcome;
     if (outcome === undefined) return;
-    this.runtime.send({
+    this.host.send({
       type: "result",
       commandId: entry.commandId,
       outcome: outcome.outcome,
@@ -234,32 +359,60 @@ export class CommandFlow {
   }
 
   async acknowledge(commandId: string): Promise<void> {
-    if (this.runtime.journal.get(commandId)?.state === "completed_unacked") await this.runtime.journal.drop([commandId]);
+    await this.dropIf(commandId, "result_ack");
   }
 
   /** Drops an ungranted preparation, or a queued command that has not started. */
   async cancel(commandId: string): Promise<void> {
-    const removed = this.runtime.queue.cancel(commandId);
-    const entry = this.runtime.journal.get(commandId);
-    if (entry?.state === "prepared" && (removed || this.runtime.queue.current !== commandId)) await this.runtime.journal.drop([commandId]);
+    const removed = this.queue.cancel(commandId);
+    await this.dropIf(commandId, !removed && this.queue.current === commandId ? "cancel_running" : "cancel");
   }
 
-  /** After hello: drop the preparations the backend cancelled and the writes it declared unknown. */
-  async applyVerdict(cancel: readonly string[], unknown: readonly string[]): Promise<void> {
-    const drop = [
-      ...cancel.filter((id) => this.runtime.journal.get(id)?.state === "prepared"),
-      ...unknown.filter((id) => this.runtime.journal.get(id)?.state === "started"),
+  /**
+   * After hello: drop the preparations the backend cancelled and the writes it declared unknown,
+   * and take its word on whether writes are blocked.
+   */
+  async applyVerdict(frame: Pick<SessionServerHelloAck, "cancel" | "unknown" | "writesBlocked">): Promise<void> {
+    const verdicts: [string, WriteEvent][] = [
+      ...frame.cancel.map((id): [string, WriteEvent] => [id, "verdict_cancel"]),
+      ...frame.unknown.map((id): [string, WriteEvent] => [id, "verdict_unknown"]),
     ];
-    for (const id of cancel) this.runtime.queue.cancel(id);
-    if (drop.length > 0) await this.runtime.journal.drop(drop);
+    const drop = verdicts.filter(([id, event]) => this.decideDrop(id, event)).map(([id]) => id);
+    for (const id of frame.cancel) this.queue.cancel(id);
+    if (drop.length > 0) await this.journal.drop(drop);
+    this.blocked = frame.writesBlocked;
+  }
+
+  private async dropIf(commandId: string, event: WriteEvent): Promise<void> {
+    if (this.decideDrop(commandId, event)) await this.journal.drop([commandId]);
+  }
+
+  /** Whether the table drops the entry on `event` (the events that only keep or drop). */
+  private decideDrop(commandId: string, event: WriteEvent): boolean {
+    const action = decideWrite(this.journal.get(commandId)?.state, event);
+    if (action !== "drop" && action !== "keep") unexpected(event, action);
+    return action === "drop";
   }
 
   /** Sends every completed but unacknowledged result again, marked `replayed`. */
   replayCompleted(): void {
-    for (const entry of this.runtime.journal.list()) {
+    for (const entry of this.journal.list()) {
       if (entry.state === "completed_unacked") this.sendResult(entry, true);
     }
   }
+
+  /** Parses a frame's deadline, falling back to a bounded default. */
+  private deadlineOf(timestamp: string): number {
+    const parsed = Date.parse(timestamp);
+    return Number.isNaN(parsed) ? this.host.now() + DEFAULT_DEADLINE_MS : parsed;
+  }
+}
+
+const ALREADY_GRANTED = "This command id was already granted; poll its outcome instead of preparing it again.";
+
+/** The table answered an event with an action its handler does not carry out: a bug. */
+function unexpected(event: WriteEvent, action: WriteAction): never {
+  throw new Error(`The write table answered ${event} with ${action}.`);
 }
 
 function safeOrigin(url: string): string | undefined {

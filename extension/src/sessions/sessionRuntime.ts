@@ -1,8 +1,8 @@
 /**
- * One controlled tab: its CDP attachment, its session socket, a FIFO single-flight command queue,
- * the write journal, the dialog outbox and the record of what the page tried that was blocked.
- * Frame handlers are a `switch` over the generated
- * session-frame union with a `never` default.
+ * One controlled tab: its CDP attachment, its session socket, its command flow (the FIFO
+ * single-flight command queue and the write journal, see `commandFlow.ts`), the dialog outbox and
+ * the record of what the page tried that was blocked. Frame handlers are a `switch` over the
+ * generated session-frame union with a `never` default.
  */
 import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
 import { NavigationWatch } from "../cdp/navigationWatch";
@@ -25,19 +25,19 @@ import { FrameSocket } from "../net/socket";
 import { socketUrlMatchesService, withTicket } from "../net/urls";
 import { reconnectDelayMs } from "../profile/backoff";
 import { decodeSessionServerFrame } from "../protocol/decode";
-import { CommandQueue } from "./commandQueue";
 import { DialogOutbox, outboxKey } from "./dialogOutbox";
 import { BlockedNavigations } from "./blockedNavigations";
 import type { LeaseRecord, SessionMode } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
-import { CommandFlow } from "./commandFlow";
+import { CommandFlow, type CommandHost, type SettleKind } from "./commandFlow";
 import { SerialChain } from "./serialChain";
-import { WriteJournal, journalKey } from "./writeJournal";
+import { journalKey } from "./writeJournal";
 
 const MAX_TAB_URL = 8192;
 const MAX_TAB_TITLE = 4096;
 const MAX_DIALOG_TEXT = 4096;
-const DEFAULT_DEADLINE_MS = 20_000;
+/** The hello's tab lookup gets this long. */
+const HELLO_TAB_DEADLINE_MS = 20_000;
 /**
  * The backend closes a session socket with this code when the session's authority moved (a new
  * lease epoch, closing, terminal); it sends a provision or close frame itself, so asking for a
@@ -61,16 +61,13 @@ export interface RuntimeView {
   readonly dialogOverflow: boolean;
 }
 
-/** What a write waits for after it acted (see `settleWindow`). */
-export type SettleKind = "activation" | "document" | "none";
+export type { SettleKind } from "./commandFlow";
 
-export class SessionRuntime {
-  readonly queue: CommandQueue;
-  readonly journal: WriteJournal;
+export class SessionRuntime implements CommandHost {
   readonly outbox: DialogOutbox;
   readonly tab: ControlledTab;
   readonly blocked: BlockedNavigations;
-  private readonly writes: CommandFlow;
+  private readonly flow: CommandFlow;
   private socket: FrameSocket<SessionClientFrame> | undefined;
   private helloAcked = false;
   private closed = false;
@@ -79,14 +76,13 @@ export class SessionRuntime {
   private ticketRequests = 0;
   /** Lease-record changes, one at a time (see `persist`). */
   private readonly persisting = new SerialChain();
-  writesBlocked = false;
 
   private constructor(
     private record: LeaseRecord,
     private readonly deps: RuntimeDeps,
   ) {
     const area = deps.chrome.storage.session;
-    this.journal = new WriteJournal(area, record.sessionId);
+    this.flow = new CommandFlow(this, area, record.sessionId, deps.log);
     this.outbox = new DialogOutbox(area, record.sessionId);
     this.blocked = new BlockedNavigations({
       newId: () => deps.newId(),
@@ -94,9 +90,6 @@ export class SessionRuntime {
       report: (record) => {
         if (this.helloAcked) this.send({ type: "navigation_blocked", blocked: record });
       },
-    });
-    this.queue = new CommandQueue((error) => {
-      deps.log.warn("command_task_failed", { kind: error instanceof Error ? error.name : "unknown" });
     });
     this.tab = new ControlledTab(
       deps.chrome.debugger,
@@ -135,7 +128,6 @@ export class SessionRuntime {
       },
       deps.log,
     );
-    this.writes = new CommandFlow(this, deps);
   }
 
   /**
@@ -167,7 +159,7 @@ export class SessionRuntime {
     const generation = restored ? record.generation + 1 : firstGeneration(record.leaseEpoch, deps.now());
     const runtime = new SessionRuntime({ ...record, generation }, deps);
     const items = await stored;
-    await runtime.journal.load(items);
+    await runtime.flow.load(items);
     await runtime.outbox.load(items);
     await runtime.tab.attach();
     const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist((current) => current)]);
@@ -209,9 +201,9 @@ export class SessionRuntime {
       tabId: this.tabId,
       mode: this.mode,
       socketConnected: this.socket?.isOpen === true,
-      writesBlocked: this.writesBlocked,
-      queued: this.queue.size,
-      journal: this.journal.list().length,
+      writesBlocked: this.flow.writesBlocked,
+      queued: this.flow.queued,
+      journal: this.flow.journaled,
       dialogsPending: this.outbox.pending().length,
       dialogOverflow: this.outbox.overflowed,
     };
@@ -328,10 +320,8 @@ export class SessionRuntime {
     }
   }
 
-  /** Parses a frame's deadline, falling back to a bounded default. */
-  deadlineOf(timestamp: string): number {
-    const parsed = Date.parse(timestamp);
-    return Number.isNaN(parsed) ? this.deps.now() + DEFAULT_DEADLINE_MS : parsed;
+  now(): number {
+    return this.deps.now();
   }
 
   /** Opens the session socket with a ticket from the device socket. */
@@ -392,7 +382,7 @@ export class SessionRuntime {
   }
 
   private async sendHello(): Promise<void> {
-    const tab = await this.context(this.deps.now() + DEFAULT_DEADLINE_MS, this.authority()).tab();
+    const tab = await this.context(this.deps.now() + HELLO_TAB_DEADLINE_MS, this.authority()).tab();
     this.send({
       type: "hello",
       sessionId: this.sessionId,
@@ -402,7 +392,7 @@ export class SessionRuntime {
       protocolVersion: SESSION_PROTOCOL_VERSION,
       capabilities: [...this.deps.capabilities],
       tab,
-      journal: this.journal.list().map((entry) => ({ commandId: entry.commandId, state: entry.state })),
+      journal: this.flow.journalEntries(),
     });
   }
 
@@ -423,22 +413,22 @@ export class SessionRuntime {
         await this.onHelloAck(frame);
         return;
       case "read":
-        this.writes.enqueueRead(frame);
+        this.flow.read(frame);
         return;
       case "write_prepare":
-        await this.writes.prepare(frame);
+        await this.flow.prepare(frame);
         return;
       case "write_grant":
-        await this.writes.grant(frame);
+        await this.flow.grant(frame);
         return;
       case "result_ack":
-        await this.writes.acknowledge(frame.commandId);
+        await this.flow.acknowledge(frame.commandId);
         return;
       case "dialog_ack":
         await this.outbox.remove(frame.dialogId);
         return;
       case "cancel":
-        await this.writes.cancel(frame.commandId);
+        await this.flow.cancel(frame.commandId);
         return;
       case "error":
         this.deps.log.warn("session_server_error", { code: frame.code });
@@ -456,11 +446,10 @@ export class SessionRuntime {
       this.deps.log.warn("hello_ack_epoch_mismatch");
       return;
     }
-    await this.writes.applyVerdict(frame.cancel, frame.unknown);
-    this.writesBlocked = frame.writesBlocked;
+    await this.flow.applyVerdict(frame);
     this.helloAcked = true;
     this.ticketRequests = 0;
-    this.writes.replayCompleted();
+    this.flow.replayCompleted();
     for (const dialog of this.outbox.pending()) this.send({ type: "dialog", dialog });
   }
 
@@ -529,7 +518,7 @@ export class SessionRuntime {
       }
     }
     await this.tab.detach();
-    await this.journal.clear();
+    await this.flow.clear();
     await this.outbox.clear();
     await this.deps.leases.remove(this.leaseId);
   }

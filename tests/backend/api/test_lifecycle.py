@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 from tests.backend.conftest import Backend, idem, unattended
@@ -25,6 +26,13 @@ async def _create_pending(backend: Backend, http: Any) -> Any:
     await backend.settle()
     await backend.clock.advance(5)
     return await pending
+
+
+async def _command(http: Any, session_id: str) -> None:
+    """Admit a command the way a consumer does: a read, answered through the session socket."""
+    body = {"commandId": str(uuid.uuid4()), "command": {"name": "get_tabs"}}
+    response = await http.post(f"/v1/sessions/{session_id}/commands", json=body)
+    assert response.status_code == 200, response.text
 
 
 async def _tomb(http: Any, session_id: str) -> dict[str, Any]:
@@ -64,7 +72,7 @@ async def test_hard_expiry_is_24h_even_with_activity(backend: Backend) -> None:
         body = (await http.get(f"/v1/sessions/{session_id}")).json()
         assert body["expiresAt"] != body["idleExpiresAt"]
         for _ in range(13):  # keep it from idling: a command every 110 minutes
-            await backend.services.coordinator("acme").command_admitted(session_id)
+            await _command(http, session_id)
             await _keep_alive(backend, 110 * 60)
         assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
         await _keep_alive(backend, 10 * 60)  # 24 h 10 min
@@ -83,7 +91,7 @@ async def test_idle_expiry_is_2h_after_the_last_admitted_command(backend: Backen
     async with backend.client(backend.api_key()) as http:
         session_id = await _create(backend, http)
         await _keep_alive(backend, 60 * 60)
-        await backend.services.coordinator("acme").command_admitted(session_id)
+        await _command(http, session_id)
         await _keep_alive(backend, 110 * 60)  # 2 h 50 min after creation: still alive
         assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
         await _keep_alive(backend, 11 * 60)

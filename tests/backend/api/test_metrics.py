@@ -3,6 +3,7 @@ what the service did."""
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING
 
@@ -10,9 +11,12 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.backend.conftest import idem, unattended
+from understudy._policy import OFFLINE_AFTER_S
+from understudy.coordinator import Outbox, TenantCoordinator
 from understudy.generated.versions import API_VERSION
 
 if TYPE_CHECKING:
+    import pytest
     from prometheus_client import Metric
 
     from tests.backend.conftest import Backend
@@ -128,3 +132,23 @@ async def test_refused_creates_are_timed_under_their_status_and_mode(backend: Ba
     # Refused by the guard before the body says the mode; refused after it did.
     assert value(families, name, mode="unknown", status="401") == 1
     assert value(families, name, mode="unattended", status="400") == 1
+
+
+async def test_a_timer_turn_that_fails_is_logged_and_counted_not_swallowed(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert value(await scrape(backend), "understudy_timer_errors_total", actor="tenant") == 0
+
+    def broken_tick(self: TenantCoordinator, out: Outbox, now: float) -> None:
+        raise RuntimeError("tick failed")
+
+    monkeypatch.setattr(TenantCoordinator, "_tick", broken_tick)
+    await backend.device()  # online: the tenant's timer is armed for its heartbeat deadline
+    with caplog.at_level(logging.ERROR, logger="understudy._turns"):
+        await backend.clock.advance(OFFLINE_AFTER_S)
+        await backend.settle()
+    families = await scrape(backend)
+    assert value(families, "understudy_timer_errors_total", actor="tenant") == 1
+    assert value(families, "understudy_timer_errors_total", actor="session") == 0
+    assert "tenant timer turn failed" in caplog.text
+    assert "RuntimeError: tick failed" in caplog.text

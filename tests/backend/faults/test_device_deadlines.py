@@ -17,6 +17,7 @@ from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
 from tests.support.simdevice import Behaviour, SimulatedDevice
+from understudy._store import sessions as session_store
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -129,3 +130,29 @@ async def test_granted_work_past_its_deadline_stays_unknown_after_a_device_resta
             if isinstance(f, m.SessionServerResultAck) and str(f.command_id) == command_id
         ]
         assert len(replays) == 1
+
+
+async def test_a_granted_write_of_an_older_lease_epoch_is_settled_by_its_own_session_agent(
+    backend: Backend,
+) -> None:
+    """The coordinator's turn for a browser restart committed the new lease epoch, and the process
+    died before the session agent settled its commands: at start-up the agent finds the command
+    of the older epoch due at once and declares it unknown, before any deadline."""
+    async with releasing(backend), backend.client(backend.api_key()) as http:
+        device = await backend.device(behaviour=Behaviour(execute="hold_result"))
+        session_id, lease = await open_session(http, device)
+        body = write("click")
+        url = f"/v1/sessions/{session_id}/commands"
+        answer = asyncio.ensure_future(http.post(url, json=body))
+        await device.wait_for(lambda: grants(lease, body["commandId"]) == 1)
+        services = backend.services
+        with services.db.transaction():  # what the coordinator's turn leaves behind
+            session_store.update(services.db, session_id, lease_epoch=lease.lease_epoch + 1)
+        services.session_agent(session_id).arm()  # what start-up does for open commands
+        response = await asyncio.wait_for(answer, 5)  # the clock never moved
+        assert (response.status_code, response.json()["code"]) == (409, "command_outcome_unknown")
+        row = session_store.require(services.db, session_id)
+        assert (row.writes_blocked_reason, row.writes_blocked_command) == (
+            "unknown_outcome",
+            body["commandId"],
+        )

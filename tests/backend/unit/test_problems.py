@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from understudy import coordinator
+from understudy import _allocation, coordinator
 from understudy._problems import ProblemError, problem_response
 from understudy.generated.catalog import PROBLEM_CODES, PROBLEM_TITLES
 from understudy.http._errors import LITESTAR_CODES
@@ -15,7 +15,7 @@ from understudy.http._errors import LITESTAR_CODES
 PACKAGE = Path(coordinator.__file__).parent
 # Calls whose code is a variable, and every value that variable can hold.
 DYNAMIC_CODES: dict[tuple[str, str], set[str]] = {
-    ("coordinator.py", "conflict"): set(coordinator._CONFLICT_DETAIL),
+    ("_allocation.py", "conflict"): set(_allocation._CONFLICT_DETAIL),
     ("http/_errors.py", "code"): {*LITESTAR_CODES.values(), "invalid_request"},
 }
 

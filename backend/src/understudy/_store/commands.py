@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
+
+from understudy._commands import CommandState
 
 if TYPE_CHECKING:
     from understudy._store._db import Database, Row
+
+# The states that hold a session's admission slot, from the enum (never a literal list here).
+OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
+_OPEN_MARKS: Final = ", ".join("?" for _ in OPEN_STATES)
 
 _MUTABLE = frozenset(
     {
@@ -81,17 +87,17 @@ def get(db: Database, session_id: str, command_id: str) -> CommandRow | None:
 
 def open_commands(db: Database, session_id: str) -> list[CommandRow]:
     rows = db.query(
-        "SELECT * FROM commands WHERE session_id = ? "
-        "AND state IN ('pending','preparing','granted') "
+        f"SELECT * FROM commands WHERE session_id = ? AND state IN ({_OPEN_MARKS}) "  # noqa: S608
         "ORDER BY admitted_at",
-        (session_id,),
+        (session_id, *OPEN_STATES),
     )
     return [_row(r) for r in rows]
 
 
 def sessions_with_open_commands(db: Database) -> list[str]:
     rows = db.query(
-        "SELECT DISTINCT session_id FROM commands WHERE state IN ('pending','preparing','granted')"
+        f"SELECT DISTINCT session_id FROM commands WHERE state IN ({_OPEN_MARKS})",  # noqa: S608
+        OPEN_STATES,
     )
     return [r["session_id"] for r in rows]
 

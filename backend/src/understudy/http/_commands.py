@@ -7,13 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from litestar import Request, Response, get, post
 from litestar.params import FromPath
-from pydantic import TypeAdapter
 
-from understudy._commands import CommandState
 from understudy._problems import ProblemError, invalid_request
 from understudy._store import commands as command_store
 from understudy._store import sessions as session_store
-from understudy._views import at
+from understudy._write_protocol import http_answer
 from understudy.generated import models as m
 from understudy.http._auth import ConsumerDep, ServicesDep, consumer_guard, unless_revoked
 from understudy.http._parsing import parse, parse_session_id, read_body
@@ -22,66 +20,11 @@ from understudy.http._responses import json_response
 if TYPE_CHECKING:
     from understudy._store.commands import CommandRow
 
-RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
-
 
 def _outcome(session_id: str, row: CommandRow) -> Response[Any]:
     """The HTTP answer for a command's durable state (the outcome table of the spec)."""
-    state = CommandState(row.state)
-    command_id = uuid.UUID(row.command_id)
-    name: Any = row.name
-    if state in (CommandState.SUCCEEDED, CommandState.FAILED):
-        error = (
-            m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
-            if row.error_code
-            else None
-        )
-        result = RESULTS.validate_python(row.result) if row.result is not None else None
-        return json_response(
-            m.CommandOutcome(
-                command_id=command_id,
-                name=name,
-                status="succeeded" if state == CommandState.SUCCEEDED else "failed",
-                dry_run=row.dry_run,
-                result=result,
-                error=error,
-                completed_at=at(row.completed_at or row.admitted_at),
-            ),
-            200,
-        )
-    if state.open:
-        location = f"/v1/sessions/{session_id}/commands/{row.command_id}"
-        status: Any = "granted" if state == CommandState.GRANTED else "pending"
-        return json_response(
-            m.CommandPending(
-                command_id=command_id, name=name, status=status, retry_policy="poll_same_command"
-            ),
-            202,
-            {"Location": location, "Retry-After": "1"},
-        )
-    if state == CommandState.UNKNOWN:
-        raise ProblemError(
-            409,
-            "command_outcome_unknown",
-            "this write may have run; do not retry it — inspect the page with a read, then decide",
-            command_id=row.command_id,
-            retry_policy="do_not_retry",
-        )
-    if state == CommandState.NOT_STARTED:
-        raise ProblemError(
-            504,
-            "command_not_started",
-            "the write was not started; retrying the same commandId is safe",
-            command_id=row.command_id,
-            retry_policy="retry_same_command",
-        )
-    raise ProblemError(
-        504,
-        "command_timed_out",
-        "the read did not answer in time; retrying the same commandId is safe",
-        command_id=row.command_id,
-        retry_policy="retry_same_command",
-    )
+    answer = http_answer(session_id, row)
+    return json_response(answer.body, answer.status, answer.headers)
 
 
 @post("/v1/sessions/{session_id:str}/commands", guards=[consumer_guard])

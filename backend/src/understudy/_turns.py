@@ -1,0 +1,192 @@
+"""The turn: how every actor changes state (the actor rules of the architecture, in one place).
+
+A turn runs a synchronous body under the actor's lock, inside one transaction. What the body
+decided to send (frames, wake-ups, telemetry) goes into the turn's outbox and leaves only after
+the transaction is durable: persist, then send. A body that raises rolls back and sends nothing,
+and its telemetry is dropped with it, so a rolled-back turn reports nothing. The one exception is
+a refusal (`ProblemError`): the turn's answer is the refusal, and the records the body marked as
+describing it (`report_refusal`) are reported.
+
+Each actor also has at most one timer, armed after every turn at the actor's earliest due time.
+An error in the timer's turn is logged and counted (`understudy_timer_errors_total`), never
+swallowed; the next turn re-arms the timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from understudy._problems import ProblemError
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from understudy._clock import Clock
+    from understudy._store import Database
+    from understudy._telemetry import FieldValue, Telemetry
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@dataclass
+class Outbox:
+    """What a turn decided to send; an actor's outbox adds its own frames and wake-ups."""
+
+    # (event, fields, describes the refusal), in the order the body reported them
+    reports: list[tuple[str, dict[str, FieldValue], bool]] = field(default_factory=list)
+
+
+OutboxT = TypeVar("OutboxT", bound=Outbox)
+
+
+class NoTurnError(RuntimeError):
+    """Telemetry was reported outside a turn (a programming error)."""
+
+
+class Turns(Generic[OutboxT]):
+    """One actor's turns: its lock, its outbox per turn, and its timer.
+
+    Args:
+        db: the database whose transaction a turn runs in.
+        clock: the injected clock; a body gets its `now`.
+        telemetry: where the outbox's records go after the commit.
+        outbox: makes the empty outbox of a turn.
+        deliver: sends a committed turn's outbox (frames, wake-ups), still under the lock.
+        timer: the actor's timer, re-armed after every turn; None for an actor without one.
+    """
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Clock,
+        telemetry: Telemetry,
+        outbox: Callable[[], OutboxT],
+        deliver: Callable[[OutboxT], Awaitable[None]],
+        timer: Timer | None = None,
+    ) -> None:
+        self.lock = asyncio.Lock()
+        self._db = db
+        self._clock = clock
+        self._telemetry = telemetry
+        self._outbox = outbox
+        self._deliver = deliver
+        self.timer = timer
+        self._current: OutboxT | None = None
+
+    async def run(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
+        """Run `body(outbox, now)` as one turn.
+
+        Args:
+            body: the turn's decisions, inside its transaction.
+            durable: wait until the transaction is on disk before anything leaves. False only for
+                a turn whose frames promise nothing a lost commit could contradict (a heartbeat's
+                acknowledgement, a socket's acceptance): they leave once the transaction ended,
+                and the group commit of this loop iteration makes it durable right after.
+        """
+        async with self.lock:
+            return await self.run_locked(body, durable=durable)
+
+    async def run_locked(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
+        """Run a turn while the caller already holds `lock` (to change memory in the same
+        critical section, after the commit)."""
+        out = self._outbox()
+        self._current = out
+        try:
+            with self._db.transaction():
+                result = body(out, self._clock.now())
+        except ProblemError:
+            self._emit(out, refused=True)
+            raise
+        finally:
+            self._current = None
+        if durable:
+            await self._db.durable()  # group commit: nothing leaves before the turn is durable
+        self._emit(out, refused=False)
+        await self._deliver(out)
+        if self.timer is not None:
+            self.timer.arm()
+        return result
+
+    def report(self, event: str, **fields: FieldValue) -> None:
+        """Report a telemetry record once this turn commits."""
+        self._require().reports.append((event, fields, False))
+
+    def report_refusal(self, event: str, **fields: FieldValue) -> None:
+        """Report a record that describes the refusal this turn may answer with: it is reported
+        whether the turn commits or is refused."""
+        self._require().reports.append((event, fields, True))
+
+    def _require(self) -> OutboxT:
+        if self._current is None:
+            raise NoTurnError("telemetry reported outside a turn")
+        return self._current
+
+    def _emit(self, out: OutboxT, *, refused: bool) -> None:
+        for event, fields, refusal in out.reports:
+            if refusal or not refused:
+                self._telemetry.emit(event, **fields)
+
+
+class Timer:
+    """One actor's timer: sleeps (on the injected clock) until `due()`, then runs `fire()`.
+
+    Args:
+        clock: the injected clock.
+        due: the actor's earliest due time, or None when nothing is due.
+        fire: the turn to run when it is due.
+        failed: counts a failed `fire` (the `/metrics` counter).
+        actor: what kind of actor, for the log and the counter.
+    """
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        due: Callable[[], float | None],
+        fire: Callable[[], Awaitable[None]],
+        failed: Callable[[str], None],
+        actor: str,
+    ) -> None:
+        self._clock = clock
+        self._due_of = due
+        self._fire = fire
+        self._failed = failed
+        self._actor = actor
+        self._task: asyncio.Task[None] | None = None
+        self._due: float | None = None
+
+    @property
+    def due(self) -> float | None:
+        """When the armed timer fires (None: not armed)."""
+        return self._due
+
+    def arm(self) -> None:
+        """(Re)arm at the earliest due time; a timer already armed for it is left alone."""
+        due = self._due_of()
+        if due == self._due and self._task is not None and not self._task.done():
+            return
+        self.disarm()
+        if due is not None:
+            self._due = due
+            self._task = asyncio.get_running_loop().create_task(self._fire_at(due))
+
+    def disarm(self) -> None:
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+        self._task = None
+        self._due = None
+
+    async def _fire_at(self, due: float) -> None:
+        await self._clock.sleep_until(due)
+        self._task = None
+        self._due = None
+        try:
+            await self._fire()
+        except Exception:
+            log.exception("%s timer turn failed", self._actor)
+            self._failed(self._actor)

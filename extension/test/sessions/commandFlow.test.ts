@@ -1,0 +1,252 @@
+import { describe, expect, it } from "vitest";
+
+import type { AuthorityCheck } from "../../src/cdp/cdpSession";
+import type { CommandContext } from "../../src/commands/context";
+import { CommandError, StaleAuthorityError } from "../../src/errors";
+import type { BlockedNavigation, SessionClientFrame } from "../../src/generated/wire";
+import { CommandFlow, type CommandHost, type CommandRunners } from "../../src/sessions/commandFlow";
+import { journalKey } from "../../src/sessions/writeJournal";
+import { FakeStorageArea } from "../fakes/fakeChrome";
+
+const SESSION = "7d0c4f5e-3b7a-4f0e-9a51-2f7f2a6b9c10";
+const FUTURE = "2099-01-01T00:00:00Z";
+const TAB = { tabId: 7, url: "https://example.com/", title: "Example", active: true };
+let ids = 0;
+const nextId = (): string => `00000000-0000-4000-8000-${String(++ids).padStart(12, "0")}`;
+
+/** A runtime as the flow sees it: a socket that records frames and an authority a test can move. */
+class FakeHost implements CommandHost {
+  readonly sent: SessionClientFrame[] = [];
+  leaseEpoch = 1;
+  moved = false;
+
+  send(frame: SessionClientFrame): boolean {
+    this.sent.push(frame);
+    return true;
+  }
+
+  authority(leaseEpoch: number = this.leaseEpoch): AuthorityCheck {
+    return () => {
+      if (this.moved || this.leaseEpoch !== leaseEpoch) throw new StaleAuthorityError("The session's authority changed.");
+    };
+  }
+
+  context(_deadlineMs: number, check: AuthorityCheck): CommandContext {
+    const tab = (): Promise<typeof TAB> => {
+      check();
+      return Promise.resolve(TAB);
+    };
+    return { tab, refs: { generation: 3 } } as unknown as CommandContext;
+  }
+
+  async attributing<T>(_commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
+    return { value: await task(), blocked: [] };
+  }
+
+  settleWindow(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  now(): number {
+    return Date.parse("2026-12-01T00:00:00Z");
+  }
+
+  framesOf<T extends SessionClientFrame["type"]>(type: T): Extract<SessionClientFrame, { type: T }>[] {
+    return this.sent.filter((f): f is Extract<SessionClientFrame, { type: T }> => f.type === type);
+  }
+}
+
+interface Fixture {
+  host: FakeHost;
+  area: FakeStorageArea;
+  flow: CommandFlow;
+  /** What the journal held in storage each time a write acted. */
+  acted: string[][];
+  warnings: string[];
+}
+
+function fixture(act?: (f: Fixture) => Promise<void>): Fixture {
+  const host = new FakeHost();
+  const area = new FakeStorageArea();
+  const warnings: string[] = [];
+  const log = { info: () => undefined, warn: (event: string) => warnings.push(event) };
+  const f = { host, area, acted: [], warnings } as unknown as Fixture;
+  const runners: CommandRunners = {
+    planWrite: () =>
+      Promise.resolve({
+        preview: { allowed: true },
+        act: async () => {
+          f.acted.push(states(f));
+          await act?.(f);
+        },
+      }),
+    runRead: () => Promise.resolve({ name: "get_tabs", tabs: [TAB] }),
+  };
+  f.flow = new CommandFlow(host, area, SESSION, log, runners);
+  return f;
+}
+
+function states(f: Pick<Fixture, "area">): string[] {
+  const entries = (f.area.data.get(journalKey(SESSION)) ?? []) as { state: string }[];
+  return entries.map((e) => e.state);
+}
+
+async function prepared(f: Fixture, commandId = nextId()): Promise<string> {
+  await f.flow.prepare({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+  return commandId;
+}
+
+async function granted(f: Fixture, commandId: string, leaseEpoch = 1): Promise<void> {
+  await f.flow.grant({ type: "write_grant", commandId, leaseEpoch, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE });
+  await f.flow.idle();
+}
+
+describe("CommandFlow", () => {
+  it("persists prepared before it answers write_ready", async () => {
+    const f = fixture();
+    const commandId = await prepared(f);
+    expect(states(f)).toEqual(["prepared"]);
+    expect(f.host.sent).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
+    expect(f.flow.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
+  });
+
+  it("acts once, with started persisted before the act and completed_unacked before the result", async () => {
+    const f = fixture();
+    const commandId = await prepared(f);
+    await granted(f, commandId);
+    expect(f.acted).toEqual([["started"]]);
+    expect(states(f)).toEqual(["completed_unacked"]);
+    expect(f.host.framesOf("result")).toEqual([
+      { type: "result", commandId, outcome: "succeeded", result: { name: "click", url: TAB.url, title: TAB.title, generation: 3 } },
+    ]);
+  });
+
+  it("answers a repeated grant of a completed write with the stored result, never acting again", async () => {
+    const f = fixture();
+    const commandId = await prepared(f);
+    await granted(f, commandId);
+    await granted(f, commandId);
+    expect(f.acted).toHaveLength(1);
+    expect(f.host.framesOf("result").map((r) => r.replayed)).toEqual([undefined, true]);
+  });
+
+  it("refuses a grant that was never prepared, or for another lease epoch, without acting", async () => {
+    const f = fixture();
+    await granted(f, nextId());
+    const commandId = await prepared(f);
+    await granted(f, commandId, 2);
+    expect(f.acted).toEqual([]);
+    expect(f.host.framesOf("error").map((e) => e.code)).toEqual(["write_refused", "write_refused"]);
+    expect(states(f)).toEqual(["prepared"]);
+  });
+
+  it("refuses a prepare for another lease epoch, and any prepare once writes are blocked", async () => {
+    const f = fixture();
+    await f.flow.prepare({ type: "write_prepare", commandId: nextId(), name: "click", leaseEpoch: 2, dryRun: false, readyBy: FUTURE });
+    await f.flow.applyVerdict({ cancel: [], unknown: [], writesBlocked: true });
+    expect(f.flow.writesBlocked).toBe(true);
+    await prepared(f);
+    expect(f.host.framesOf("write_ready")).toEqual([]);
+    expect(f.host.framesOf("error").map((e) => e.code)).toEqual(["write_refused", "write_refused"]);
+    expect(states(f)).toEqual([]);
+  });
+
+  it("keeps a write started and says nothing when authority moves during the act", async () => {
+    const f = fixture((fx) => {
+      fx.host.moved = true;
+      return Promise.reject(new StaleAuthorityError("moved"));
+    });
+    const commandId = await prepared(f);
+    await granted(f, commandId);
+    expect(states(f)).toEqual(["started"]);
+    expect(f.host.framesOf("result")).toEqual([]);
+    expect(f.flow.journalEntries()).toEqual([{ commandId, state: "started" }]);
+  });
+
+  it("reports a write that failed as it acted, with its error", async () => {
+    const f = fixture(() => Promise.reject(new CommandError("element_obscured", "Something covers the element.")));
+    const commandId = await prepared(f);
+    await granted(f, commandId);
+    expect(f.host.framesOf("result")).toEqual([{ type: "result", commandId, outcome: "failed", error: { code: "element_obscured", message: "Something covers the element." } }]);
+  });
+
+  it("drops the entry once the backend acknowledges the result", async () => {
+    const f = fixture();
+    const commandId = await prepared(f);
+    await f.flow.acknowledge(commandId); // not completed yet: kept
+    expect(states(f)).toEqual(["prepared"]);
+    await granted(f, commandId);
+    await f.flow.acknowledge(commandId);
+    expect(states(f)).toEqual([]);
+    expect(f.flow.journaled).toBe(0);
+  });
+
+  it("drops a cancelled preparation, and a queued write before it runs", async () => {
+    const f = fixture();
+    const first = await prepared(f);
+    await f.flow.cancel(first);
+    expect(states(f)).toEqual([]);
+
+    let release: () => void = () => undefined;
+    const blocking = fixture(() => new Promise<void>((resolve) => (release = resolve)));
+    const running = await prepared(blocking);
+    const queued = await prepared(blocking);
+    await blocking.flow.grant({ type: "write_grant", commandId: running, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE });
+    await blocking.flow.grant({ type: "write_grant", commandId: queued, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE });
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(blocking.flow.queued).toBe(2);
+    await blocking.flow.cancel(running); // already acting: it runs to its end
+    await blocking.flow.cancel(queued);
+    expect(blocking.flow.queued).toBe(1);
+    release();
+    await blocking.flow.idle();
+    expect(blocking.acted).toHaveLength(1);
+    expect(blocking.flow.journalEntries()).toEqual([{ commandId: running, state: "completed_unacked" }]);
+  });
+
+  it("applies the hello verdict: cancelled preparations and unknown writes go, results are replayed", async () => {
+    const f = fixture((fx) => {
+      if (fx.acted.length === 2) {
+        fx.host.moved = true; // the second write is left started
+        return Promise.reject(new StaleAuthorityError("moved"));
+      }
+      return Promise.resolve();
+    });
+    const done = await prepared(f);
+    await granted(f, done);
+    const started = await prepared(f);
+    await granted(f, started);
+    f.host.moved = false;
+    const pending = await prepared(f);
+    expect(f.flow.journalEntries().map((e) => e.state)).toEqual(["completed_unacked", "started", "prepared"]);
+    f.host.sent.length = 0;
+
+    await f.flow.applyVerdict({ cancel: [pending, done], unknown: [started, done], writesBlocked: true });
+    f.flow.replayCompleted();
+    expect(f.flow.journalEntries()).toEqual([{ commandId: done, state: "completed_unacked" }]);
+    expect(f.flow.writesBlocked).toBe(true);
+    expect(f.host.sent).toEqual([expect.objectContaining({ type: "result", commandId: done, replayed: true })]);
+  });
+
+  it("answers a read through the queue, and refuses a write sent as a read", async () => {
+    const f = fixture();
+    const commandId = nextId();
+    f.flow.read({ type: "read", commandId, command: { name: "get_tabs" }, deadlineAt: FUTURE });
+    await f.flow.idle();
+    f.flow.read({ type: "read", commandId: nextId(), command: { name: "click", ref: "g1e1" }, deadlineAt: FUTURE });
+    const [answered, refused] = f.host.framesOf("read_result");
+    expect(answered).toEqual({ type: "read_result", commandId, outcome: "succeeded", result: { name: "get_tabs", tabs: [TAB] } });
+    expect([refused?.outcome, refused?.error?.code]).toEqual(["failed", "invalid_arguments"]);
+    expect(states(f)).toEqual([]);
+  });
+
+  it("loads the journal it persisted, and forgets it on clear", async () => {
+    const f = fixture();
+    const commandId = await prepared(f);
+    const again = new CommandFlow(new FakeHost(), f.area, SESSION, { info: () => undefined, warn: () => undefined });
+    await again.load();
+    expect(again.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
+    await again.clear();
+    expect(states(f)).toEqual([]);
+  });
+});
