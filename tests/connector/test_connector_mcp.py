@@ -190,7 +190,7 @@ async def test_a_read_tool_runs_and_returns_the_snapshot(clock: FakeClock) -> No
 
 
 COMPACT_TEXT = (
-    "# Sign in — https://example.com/login (snapshot g2s1)\n"
+    "# Sign in — https://example.com/login (g2s1)\n"
     'textbox "Username" [g2e5]\ntextbox "Password" password [g2e6]\nbutton "Sign in" [g2e7]'
 )
 

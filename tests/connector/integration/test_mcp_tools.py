@@ -162,7 +162,7 @@ async def test_a_write_that_ran_is_answered_with_a_fresh_compact_snapshot(live: 
         assert first.startswith("click done.")
         assert page.splitlines()[:3] == [
             "The page now:",
-            "# Example — https://example.com/ (snapshot g1s1)",
+            "# Example — https://example.com/ (g1s1)",
             'button "Sign in" [g1e1]',
         ]
         assert clicked.structured_content is not None
