@@ -20,12 +20,12 @@ import type {
   SessionServerWritePrepare,
   WriteCommandName,
   WriteResult,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import { decodeCommand } from "../protocol/decode";
 import type { RuntimeDeps } from "./runtimeDeps";
 import type { SessionRuntime, SettleKind } from "./sessionRuntime";
 import { IllegalTransitionError, type JournalEntry, JournalFullError, type StoredOutcome } from "./writeJournal";
-import { isWriteCommand } from "../generated/catalog";
+import { isWriteCommand } from "@understudy/protocol";
 
 /**
  * How long a write's settle window is (`SessionRuntime.settleWindow`): input that may make the page

@@ -18,7 +18,7 @@ import type {
   DeviceServerProvision,
   DeviceServerSessionTicket,
   PopupContainmentByKind,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
