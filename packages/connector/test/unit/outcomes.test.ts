@@ -123,7 +123,7 @@ describe("submitCommand", () => {
 
   it("stops at once when the caller aborts, naming the command to poll", async () => {
     const controller = new AbortController();
-    const { client, backend } = scripted([{ reply: "pending", name: "click", retryAfter: 5 }]);
+    const { backend } = scripted([{ reply: "pending", name: "click", retryAfter: 5 }]);
     const sleeping = new Promise<void>((resolve) => {
       // Abort during the wait before the first poll.
       setTimeout(() => {
@@ -140,7 +140,6 @@ describe("submitCommand", () => {
         if (signal?.aborted) throw new connector.Aborted("the wait was aborted");
       },
     });
-    void client;
     const error = await abortable.submitCommand(SESSION_ID, click, { signal: controller.signal }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(connector.Aborted);
     expect(backend.requests).toHaveLength(1);
