@@ -139,6 +139,11 @@ class Stack:
         await device.wait_for(seen, within=WITHIN)
         return {}
 
+    async def provisioned(self, body: dict[str, Any]) -> dict[str, Any]:
+        device = self.device(body)
+        await device.wait_for(lambda: device.frames_of(m.DeviceServerProvision), within=WITHIN)
+        return {}
+
     async def connect(self, body: dict[str, Any]) -> dict[str, Any]:
         await self.device(body).connect()
         return {}
@@ -190,6 +195,7 @@ class Stack:
             "/granted": self.granted,
             "/release": self.release,
             "/wait-frame": self.wait_frame,
+            "/wait-provision": self.provisioned,
             "/connect": self.connect,
             "/disconnect": self.disconnect,
             "/restart-extension": self.restart_extension,
