@@ -24,6 +24,11 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        extends: true,
+        // Run by tests/e2e/test_typescript_connector.py against real Chromium.
+        test: { name: "browser", include: ["test/browser/**/*.test.ts"], testTimeout: 120_000 },
+      },
     ],
   },
 });
