@@ -355,7 +355,7 @@ def _ts_catalog(spec: Spec) -> str:
     writes = json.dumps([n for n, k in kinds.items() if k == "write"])
     return (
         f"// {HEADER}\n\n"
-        'import type { CommandName, ReadCommandName, WriteCommandName } from "./wire";\n\n'
+        'import type { CommandName, ReadCommandName, WriteCommandName } from "./wire.js";\n\n'
         "export const READ_COMMANDS: ReadonlySet<ReadCommandName> =\n"
         f"  new Set<ReadCommandName>({reads});\n"
         "export const WRITE_COMMANDS: ReadonlySet<WriteCommandName> =\n"
