@@ -147,13 +147,12 @@ export class SessionManager {
   }
 
   leasesForHello(): DeviceClientHello["leases"] {
-    const leases = [...this.bySession.values()].slice(0, DEVICE_TAB_CAPACITY).map((r) => ({
+    return [...this.bySession.values()].slice(0, DEVICE_TAB_CAPACITY).map((r) => ({
       leaseId: r.leaseId,
       sessionId: r.sessionId,
       leaseEpoch: r.leaseEpoch,
       tabId: r.tabId,
     }));
-    return leases as DeviceClientHello["leases"];
   }
 
   views(): RuntimeView[] {
