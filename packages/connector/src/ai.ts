@@ -52,7 +52,7 @@ const ADVICE: Readonly<Record<string, string>> = {
 export function toolSchemas(): Map<CommandName, z.ZodObject> {
   const schemas = new Map<CommandName, z.ZodObject>();
   for (const option of CommandSchema.options) {
-    const name = option.shape.name.value as CommandName;
+    const name = option.shape.name.value;
     let input = (option as unknown as z.ZodObject).omit({ name: true });
     if (isWriteCommand(name)) input = input.extend({ dryRun: DRY_RUN });
     const description = option.description;

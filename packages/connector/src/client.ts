@@ -135,7 +135,7 @@ export class Client {
    * @throws ProvisioningTimeout still provisioning after `timeout`; the session exists.
    * @throws ProblemError a documented refusal (`CapacityExhausted`, `OriginConflict`, ...).
    */
-  createSession(options: CreateSessionOptions = {}): Promise<SessionInfo> {
+  async createSession(options: CreateSessionOptions = {}): Promise<SessionInfo> {
     const [body, key] = sessionRequest(options);
     return createSession(this.#ctx, body, options.idempotencyKey ?? key, options);
   }
@@ -158,7 +158,7 @@ export class Client {
    * @throws CommandOutcomeUnknown a side effect may have happened; never retried.
    * @throws OutcomeTimeout still pending after `timeout`; poll the command id.
    */
-  submitCommand(sessionId: string, command: Command, options: SubmitOptions = {}): Promise<CommandOutcome> {
+  async submitCommand(sessionId: string, command: Command, options: SubmitOptions = {}): Promise<CommandOutcome> {
     const checked = CommandSchema.safeParse(command);
     if (!checked.success) {
       const fields = checked.error.issues.map((issue) => `${issue.path.join(".") || "(command)"}: ${issue.message}`);
@@ -286,5 +286,5 @@ export function sessionRequest(
     const fields = parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`);
     throw new UsageError(`invalid session request: ${fields.join("; ")}`);
   }
-  return [parsed.data as UnattendedSessionRequest, randomUUID()];
+  return [parsed.data, randomUUID()];
 }

@@ -3,7 +3,7 @@
  * integration tests use, remote-controlled) once for the integration project, and hands its
  * control URL to the tests. The stack stops itself when its standard input closes.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -20,8 +20,6 @@ declare module "vitest" {
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..", "..");
 const STARTUP_MS = 60_000;
 
-let child: ChildProcess | undefined;
-
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const python = process.env.UNDERSTUDY_PYTHON ?? join(ROOT, ".venv", "bin", "python");
   if (!existsSync(python)) throw new Error(`${python} is missing: run scripts/bootstrap`);
@@ -30,11 +28,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     stdio: ["pipe", "pipe", "inherit"],
     env: { ...process.env, PYTHONUNBUFFERED: "1" },
   });
-  child = started;
   const control = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error("ts_stack did not start in time")), STARTUP_MS);
     started.once("exit", (code) => reject(new Error(`ts_stack exited with ${code}`)));
-    const lines = createInterface({ input: started.stdout! });
+    const lines = createInterface({ input: started.stdout });
     lines.once("line", (line) => {
       clearTimeout(timer);
       resolve((JSON.parse(line) as { control: string }).control);

@@ -22,7 +22,7 @@ describe("createSession follows the shared creation table", () => {
 
   it.each(TABLE.createSession.map((row) => [row.id, row] as const))("%s", async (_id, row) => {
     const { client, backend, clock } = scripted(row.steps, row.retry);
-    let got: Session | unknown;
+    let got: unknown;
     try {
       got = await client.createSession(ARGS);
     } catch (error) {
@@ -86,15 +86,15 @@ describe("createSession", () => {
     { profileStateKey: "crm" },
     { allowedOrigins: [], profileStateKey: "crm" },
     { allowedOrigins: ["https://example.com"], profileStateKey: "" },
-  ])("refuses an unattended creation without origins and a profile key: %j", (args) => {
+  ])("refuses an unattended creation without origins and a profile key: %j", async (args) => {
     const { client, backend } = scripted([]);
-    expect(() => client.createSession(args)).toThrow(connector.UsageError);
+    await expect(client.createSession(args)).rejects.toThrow(connector.UsageError);
     expect(backend.requests).toHaveLength(0);
   });
 
-  it("refuses unattended arguments on an attended creation", () => {
+  it("refuses unattended arguments on an attended creation", async () => {
     const { client } = scripted([]);
-    expect(() => client.createSession({ mode: "attended", allowedOrigins: ["https://example.com"] })).toThrow(/attended/);
+    await expect(client.createSession({ mode: "attended", allowedOrigins: ["https://example.com"] })).rejects.toThrow(/attended/);
   });
 
   it("repeats a delete after a network error", async () => {

@@ -21,7 +21,7 @@ describe("submitCommand follows the shared outcome table", () => {
   it.each(TABLE.submitCommand.map((row) => [row.id, row] as const))("%s", async (_id, row) => {
     const command = TABLE.commands[row.command ?? "snapshot"] as unknown as Command;
     const { client, backend, clock } = scripted(row.steps, row.retry);
-    let got: CommandOutcome | unknown;
+    let got: unknown;
     try {
       got = await client.submitCommand(SESSION_ID, command);
     } catch (error) {
@@ -117,7 +117,7 @@ describe("submitCommand", () => {
 
   it("refuses a command outside the catalog before sending anything", async () => {
     const { client, backend } = scripted([]);
-    expect(() => client.submitCommand(SESSION_ID, { name: "click" } as unknown as Command)).toThrow(connector.UsageError);
+    await expect(client.submitCommand(SESSION_ID, { name: "click" } as unknown as Command)).rejects.toThrow(connector.UsageError);
     expect(backend.requests).toHaveLength(0);
   });
 
@@ -134,7 +134,7 @@ describe("submitCommand", () => {
     const abortable = new connector.Client({
       baseUrl: "http://understudy.test",
       apiKey: API_KEY,
-      fetch: backend.fetch as typeof fetch,
+      fetch: backend.fetch,
       sleep: async (_seconds, signal) => {
         await sleeping;
         if (signal?.aborted) throw new connector.Aborted("the wait was aborted");

@@ -219,7 +219,7 @@ export function scripted(
     baseUrl: BASE_URL,
     apiKey: API_KEY,
     retry,
-    fetch: backend.fetch as typeof fetch,
+    fetch: backend.fetch,
     sleep: clock.sleep,
     clock: clock.read,
   });
