@@ -45,3 +45,12 @@ describe("the problem classes", () => {
     expect(problemClassOf("session_terminal")).toBe(SessionTerminal);
   });
 });
+
+describe("the package", () => {
+  it("reports the version of its package.json", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const manifest = JSON.parse(await readFile(new URL("../../package.json", import.meta.url), "utf8")) as { version: string };
+    const { VERSION } = await import("../../src/index.js");
+    expect(VERSION).toBe(manifest.version);
+  });
+});
