@@ -152,5 +152,12 @@ export async function waiting(
   signal: AbortSignal | undefined,
 ): Promise<void> {
   await ctx.emit({ type: "wait", seconds, ...event });
-  await ctx.sleep(seconds, signal);
+  // On command operations the subject is the command id: the caller polls it after an abort.
+  const commandId = event.operation.endsWith("Command") ? event.subject : undefined;
+  try {
+    await ctx.sleep(seconds, signal);
+  } catch (error) {
+    if (!signal?.aborted) throw error;
+    throw new Aborted(`${event.operation} was aborted while waiting`, commandId, { cause: signal.reason });
+  }
 }

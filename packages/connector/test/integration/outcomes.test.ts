@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 
 import {
+  Aborted,
   CommandIdConflict,
   CommandOutcomeUnknown,
   ProtocolUpgradeRequired,
@@ -225,5 +226,27 @@ describe("the outcome rules against the running backend", () => {
     expect(new Set(live.delays)).toEqual(new Set([2]));
     await control("/disconnect");
     await expect(s.snapshot({}, { timeout: 0.5 })).rejects.toBeInstanceOf(SessionUnavailable);
+  });
+
+  it("AbortSignal: an aborted wait for a pending write names the command, which a poll then settles", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { execute: "hold_result" } });
+    const client = live.client();
+    await using s = await client.openSession(SESSION);
+    await socketUp(s.id);
+    const controller = new AbortController();
+    const pending = live.when(202, undefined, () => Promise.resolve(controller.abort(new Error("the user cancelled"))));
+    const click = s.click("g1e1", { signal: controller.signal }).catch((e: unknown) => e);
+    const commandId = await granted();
+    await control("/advance", { seconds: 20 });
+    await pending;
+    const error = await click;
+    expect(error).toBeInstanceOf(Aborted);
+    expect((error as Aborted).commandId).toBe(commandId);
+    expect(live.polls(commandId)).toEqual([]);
+    await control("/release", { commandId });
+    const outcome = await client.pollCommand(s.id, commandId);
+    expect(outcome.status).toBe("succeeded");
+    expect((await deviceState()).executions).toEqual({ [commandId]: 1 });
   });
 });

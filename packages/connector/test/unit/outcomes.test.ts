@@ -145,6 +145,18 @@ describe("submitCommand", () => {
     expect(backend.requests).toHaveLength(1);
   });
 
+  it("cuts the built-in wait short when the caller aborts", async () => {
+    const { backend } = scripted([{ reply: "pending", name: "click", retryAfter: 30 }]);
+    const real = new connector.Client({ baseUrl: "http://understudy.test", apiKey: API_KEY, fetch: backend.fetch });
+    // The 30 s Retry-After is far past the test's timeout: only an abort ends the wait in time.
+    const error = await real
+      .submitCommand(SESSION_ID, click, { signal: AbortSignal.timeout(50) })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(connector.Aborted);
+    expect((error as connector.Aborted).commandId).toBe(commandIdOf(backend.requests[0]!));
+    expect(backend.requests).toHaveLength(1);
+  });
+
   it("sends nothing when the signal has already fired", async () => {
     const { client, backend } = scripted([]);
     const error = await client
