@@ -5,13 +5,16 @@
  *
  * Writes go through an approval policy, refusing them by default as the Python MCP server does:
  * `"none"` (the default: every write is refused before it is sent, dry runs still preview),
- * `"all"`, `"reads-only"` (write tools are not offered), or your own `ApproveHook`.
+ * `"all"`, `"reads-only"` (write tools are not offered), or your own `ApproveHook`. A session
+ * opened with its own `approve` hook asks it too: a write runs only when both approve.
  *
  *     import { understudyTools } from "@understudy/connector/ai";
  *     await using session = await client.openSession({ allowedOrigins, profileStateKey });
  *     const tools = understudyTools(session, { approval: async (write) => askAHuman(write) });
  *     await generateText({ model, tools, prompt });
  */
+import { randomUUID } from "node:crypto";
+
 import type { Command, CommandName, CommandResult } from "@understudy/protocol";
 import { WRITE_COMMANDS, isWriteCommand } from "@understudy/protocol";
 import { Command as CommandSchema } from "@understudy/protocol/zod";
@@ -100,13 +103,15 @@ async function runTool(
   approve: ApproveHook | undefined,
   signal: AbortSignal | undefined,
 ): Promise<ToolOutcome> {
+  // The id the approval is given for is the id the write is sent with (correlate it in audit).
+  const commandId = randomUUID();
   try {
     if (approve !== undefined && !dryRun) {
-      const request: WriteRequest = { sessionId: session.id, commandId: "(not yet drawn)", command };
+      const request: WriteRequest = { sessionId: session.id, commandId, command };
       const decision = await approve(request);
-      if (decision !== true) throw new WriteRefused(command.name, request.commandId);
+      if (decision !== true) throw new WriteRefused(command.name, commandId);
     }
-    const result = await session.execute(command, { dryRun, ...(signal === undefined ? {} : { signal }) });
+    const result = await session.execute(command, { dryRun, commandId, ...(signal === undefined ? {} : { signal }) });
     return { ok: true, result };
   } catch (error) {
     if (!(error instanceof UnderstudyError)) throw error;

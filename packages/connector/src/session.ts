@@ -65,6 +65,8 @@ export interface RunOptions {
   /** Seconds the command may take, polls and retries included. */
   readonly timeout?: number;
   readonly signal?: AbortSignal;
+  /** The command's id (drawn when absent), e.g. the one an approval was given for. */
+  readonly commandId?: string;
 }
 
 export type SessionState = "open" | "ended" | "closed";
@@ -133,7 +135,7 @@ export class Session implements AsyncDisposable {
   async execute(command: Command, options: RunOptions = {}): Promise<CommandResult> {
     this.#requireOpen();
     const dryRun = options.dryRun ?? false;
-    const commandId = randomUUID();
+    const commandId = options.commandId ?? randomUUID();
     const approve = this.#options.approve;
     if (isWriteCommand(command.name) && !dryRun && approve !== undefined) {
       let preview: WriteResult | undefined;

@@ -60,9 +60,11 @@ describe("AI SDK tools", () => {
     const { client, backend } = scripted([{ reply: "session" }, { reply: "outcome", name: "fill" }]);
     const session = await client.openSession(ARGS);
     const asked: unknown[] = [];
+    const ids: string[] = [];
     const tools = understudyTools(session, {
       approval: (write) => {
         asked.push(write.command);
+        ids.push(write.commandId);
         return write.command.name === "fill";
       },
     });
@@ -73,5 +75,6 @@ describe("AI SDK tools", () => {
       { name: "click", ref: "g2e7" },
     ]);
     expect(backend.requests).toHaveLength(2);
+    expect(backend.requests[1]?.body?.commandId).toBe(ids[0]);
   });
 });
