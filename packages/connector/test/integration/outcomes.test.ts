@@ -7,6 +7,9 @@ import { describe, expect, it } from "vitest";
 import {
   Aborted,
   CommandIdConflict,
+  CommandNotStarted,
+  OutcomeTimeout,
+  SessionBusy,
   CommandOutcomeUnknown,
   ProtocolUpgradeRequired,
   SessionClosedError,
@@ -248,5 +251,56 @@ describe("the outcome rules against the running backend", () => {
     const outcome = await client.pollCommand(s.id, commandId);
     expect(outcome.status).toBe("succeeded");
     expect((await deviceState()).executions).toEqual({ [commandId]: 1 });
+  });
+
+  it("202 past the caller's timeout: OutcomeTimeout names the command, which still completes", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { execute: "hold_result" } });
+    const client = live.client();
+    await using s = await client.openSession(SESSION);
+    await socketUp(s.id);
+    const pending = live.when(202);
+    // Retry-After is 1 s: a 0.5 s budget cannot wait for the first poll.
+    const click = s.click("g1e1", { timeout: 0.5 }).catch((e: unknown) => e);
+    const commandId = await granted();
+    await control("/advance", { seconds: 20 });
+    await pending;
+    const error = await click;
+    expect(error).toBeInstanceOf(OutcomeTimeout);
+    expect((error as OutcomeTimeout).commandId).toBe(commandId);
+    expect(live.polls(commandId)).toEqual([]);
+    await control("/release", { commandId });
+    expect((await client.pollCommand(s.id, commandId)).status).toBe("succeeded");
+    expect(live.commands()).toHaveLength(1);
+  });
+
+  it("429 session_busy past the caller's timeout throws SessionBusy; nothing ran", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { execute: "hold_result" } });
+    await using s = await live.client().openSession(SESSION);
+    await socketUp(s.id);
+    const click = s.click("g1e1");
+    const clickId = await granted();
+    const error = await s.snapshot({}, { timeout: 0.5 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SessionBusy);
+    const reads = live.commands().filter((e) => (e.body?.command as { name: string }).name === "snapshot");
+    expect(reads.map((e) => e.status)).toEqual([429]);
+    expect((await deviceState()).frames.filter((f) => f.type === "read")).toEqual([]);
+    await control("/release", { commandId: clickId });
+    await click;
+  });
+
+  it("504 command_not_started past the bounded resubmissions is thrown; the write never ran", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { ready: "silent" } });
+    await using s = await live.client({ retry: { resubmitAttempts: 0 } }).openSession(SESSION);
+    await socketUp(s.id);
+    const click = s.click("g1e1").catch((e: unknown) => e);
+    await control("/wait-frame", { sessionId: s.id, frame: "write_prepare" });
+    await control("/advance", { seconds: 5 });
+    const error = await click;
+    expect(error).toBeInstanceOf(CommandNotStarted);
+    expect(live.commands().map((e) => e.status)).toEqual([504]);
+    expect((await deviceState()).executions).toEqual({});
   });
 });

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "vitest";
 
 import { type ToolOutcome, understudyTools } from "../../src/ai.js";
-import { CapacityExhausted, WriteRefused, type WriteRequest, isTombstone } from "../../src/index.js";
+import { CapacityExhausted, ProvisioningTimeout, WriteRefused, type WriteRequest, isTombstone } from "../../src/index.js";
 import { Live, ORIGINS, control, deviceState, socketUp } from "./stack.js";
 
 const SESSION = { allowedOrigins: ORIGINS, profileStateKey: "p" };
@@ -36,6 +36,20 @@ describe("session creation against the running backend", () => {
     expect(polls.at(-1)?.status).toBe(200);
     expect(polls.every((e) => !e.headers.has("idempotency-key"))).toBe(true);
     expect(new Set(live.delays)).toEqual(new Set([1]));
+  });
+
+  it("202 past the creation timeout: ProvisioningTimeout, and openSession deletes the session", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { provision: "silent" } });
+    const opening = live.client({ retry: { createTimeout: 0.5 } }).openSession(SESSION).catch((e: unknown) => e);
+    await control("/wait-provision");
+    await control("/advance", { seconds: 5 }); // creation answers 202 provisioning
+    const error = await opening;
+    expect(error).toBeInstanceOf(ProvisioningTimeout);
+    const sessionId = (error as ProvisioningTimeout).sessionId;
+    expect(live.creations().map((e) => e.status)).toEqual([202]);
+    expect(live.exchanges.at(-1)).toMatchObject({ method: "DELETE", path: `/v1/sessions/${sessionId}` });
+    expect([200, 202]).toContain(live.exchanges.at(-1)?.status);
   });
 
   it("200: a replay with the same idempotency key returns the same session, one tab", async () => {
