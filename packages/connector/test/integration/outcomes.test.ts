@@ -6,6 +6,7 @@ import { describe, expect, it } from "vitest";
 
 import {
   Aborted,
+  CommandFailed,
   CommandIdConflict,
   CommandNotStarted,
   OutcomeTimeout,
@@ -302,5 +303,20 @@ describe("the outcome rules against the running backend", () => {
     expect(error).toBeInstanceOf(CommandNotStarted);
     expect(live.commands().map((e) => e.status)).toEqual([504]);
     expect((await deviceState()).executions).toEqual({});
+  });
+
+  it("200 failed: the durable failure is returned once, never retried; the Session throws CommandFailed", async () => {
+    const live = await Live.start();
+    await live.device({ behaviour: { fail_with: "stale_ref" } });
+    const client = live.client();
+    await using s = await client.openSession(SESSION);
+    await socketUp(s.id);
+    const outcome = await client.submitCommand(s.id, { name: "click", ref: "g1e1" });
+    expect([outcome.status, outcome.error?.code]).toEqual(["failed", "stale_ref"]);
+    const error = await s.click("g1e1").catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CommandFailed);
+    expect((error as CommandFailed).code).toBe("stale_ref");
+    expect(live.commands().map((e) => e.status)).toEqual([200, 200]);
+    expect(new Set(live.commands().map((e) => e.body?.commandId)).size).toBe(2);
   });
 });

@@ -6,7 +6,15 @@
 import { describe, expect, it } from "vitest";
 
 import { type ToolOutcome, understudyTools } from "../../src/ai.js";
-import { CapacityExhausted, ProvisioningTimeout, WriteRefused, type WriteRequest, isTombstone } from "../../src/index.js";
+import {
+  CapacityExhausted,
+  DeviceNotFound,
+  IdempotencyConflict,
+  OriginConflict,
+  ProvisioningTimeout,   WriteRefused,
+  type WriteRequest,
+  isTombstone,
+} from "../../src/index.js";
 import { Live, ORIGINS, control, deviceState, socketUp } from "./stack.js";
 
 const SESSION = { allowedOrigins: ORIGINS, profileStateKey: "p" };
@@ -77,6 +85,25 @@ describe("session creation against the running backend", () => {
     expect(posts.at(-1)?.status).toBe(201);
     expect(new Set(posts.map((e) => e.headers.get("idempotency-key"))).size).toBe(1);
     expect(new Set(posts.map((e) => JSON.stringify(e.body))).size).toBe(1);
+  });
+
+  it("409 idempotency_conflict, 409 origin_conflict, 404 device_not_found: thrown, not retried", async () => {
+    const live = await Live.start();
+    await live.device();
+    const client = live.client();
+    const idempotencyKey = crypto.randomUUID();
+    await client.createSession({ ...SESSION, idempotencyKey });
+    const reused = await client
+      .createSession({ allowedOrigins: ["https://other.example"], profileStateKey: "q", idempotencyKey })
+      .catch((e: unknown) => e);
+    expect(reused).toBeInstanceOf(IdempotencyConflict);
+    const overlapping = await client.createSession({ ...SESSION, profileStateKey: "q" }).catch((e: unknown) => e);
+    expect(overlapping).toBeInstanceOf(OriginConflict);
+    const elsewhere = await client
+      .createSession({ allowedOrigins: ["https://c.example"], profileStateKey: "c", deviceId: "no-such-device" })
+      .catch((e: unknown) => e);
+    expect(elsewhere).toBeInstanceOf(DeviceNotFound);
+    expect(live.creations().map((e) => e.status)).toEqual([201, 409, 409, 404]);
   });
 
   it("429 capacity_exhausted: a full device is refused with its Retry-After", async () => {
