@@ -193,8 +193,7 @@ export class Client {
    * or use `withSession`. A session left provisioning by a timeout is deleted before the error.
    */
   async openSession(options: CreateSessionOptions & SessionOptions = {}): Promise<Session> {
-    const info = await Session.create(this, this.#ctx, options, () => this.createSession(options));
-    return info;
+    return Session.create(this, this.#ctx, options, () => this.createSession(options));
   }
 
   /** Open a session, run `body` with it, and always delete the session afterwards. */

@@ -400,5 +400,5 @@ export const DOCUMENTED_PROBLEM_CODES: ReadonlySet<string> = new Set(SPEC_PROBLE
 
 /** The class of a problem code; `ProblemError` itself for a code unknown to this connector. */
 export function problemClassOf(code: string): ProblemClass {
-  return PROBLEM_CLASSES.get(code) ?? (ProblemError);
+  return PROBLEM_CLASSES.get(code) ?? ProblemError;
 }
