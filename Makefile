@@ -14,11 +14,11 @@ PNPM := $(shell command -v pnpm >/dev/null 2>&1 && echo pnpm || echo npx --yes p
 
 # Folders that only codegen writes; CI fails if regenerating them changes anything.
 GENERATED := backend/src/understudy/generated connector/src/understudy_connector/generated \
-	extension/src/generated docs/reference synthetic-users/src/synthetic_users/generated
+	packages/protocol/src/generated docs/reference synthetic-users/src/synthetic_users/generated
 
 EXTENSION_ZIP := extension/understudy-extension.zip
 
-.PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext extension \
+.PHONY: help bootstrap lock codegen check-codegen lint format typecheck test-py test-ext test-ts extension \
 	extension-store dist test run study clean fuzz
 
 help: ## List the targets
@@ -53,15 +53,20 @@ format: ## Apply ruff fixes and formatting
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-typecheck: ## mypy (strict) on Python, tsc on the extension
+typecheck: ## mypy (strict) on Python, tsc (strict) on the extension and packages/*
 	$(VENV)/bin/mypy
 	$(PNPM) -C extension typecheck
+	$(PNPM) --filter @understudy/protocol --filter @understudy/connector typecheck
 
 test-py: ## Python tests (pytest)
 	$(VENV)/bin/pytest
 
 test-ext: ## Extension unit tests (vitest)
 	$(PNPM) -C extension test
+
+test-ts: ## Unit tests of @understudy/protocol and @understudy/connector (vitest)
+	$(PNPM) --filter @understudy/protocol test
+	$(PNPM) --filter @understudy/connector test
 
 extension: ## Build extension/dist and zip it to extension/understudy-extension.zip
 	$(PNPM) -C extension build
@@ -82,13 +87,14 @@ dist: extension ## Build the three wheels and the extension zip into dist/ (docs
 		'import json; print(json.load(open("extension/manifest.json"))["version"])').zip
 	@ls -1 $(DIST)
 
-test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-py, test-ext
+test: ## THE test command (CI): bootstrap, check-codegen, lint, typecheck, test-py, test-ext, test-ts
 	$(MAKE) bootstrap
 	$(MAKE) check-codegen
 	$(MAKE) lint
 	$(MAKE) typecheck
 	$(MAKE) test-py
 	$(MAKE) test-ext
+	$(MAKE) test-ts
 
 fuzz: ## Long Schemathesis runs over both specs (Understudy: under 10,000 cases fails; seeds: *_FUZZ_SEED)
 	UNDERSTUDY_FUZZ_EXAMPLES=$${UNDERSTUDY_FUZZ_EXAMPLES:-1500} UNDERSTUDY_FUZZ_MIN_CASES=10000 \

@@ -3,7 +3,9 @@
 Writes, each only when its content changes:
 - `backend/src/understudy/generated/` and `connector/src/understudy_connector/generated/`:
   Pydantic v2 models (datamodel-code-generator) and their base class;
-- `extension/src/generated/wire.ts`: TypeScript types (json-schema-to-typescript);
+- `packages/protocol/src/generated/` (`@understudy/protocol`, which the extension and the
+  TypeScript connector import): TypeScript types (json-schema-to-typescript), the catalog, the
+  problem codes and zod validators;
 - `docs/reference/`: the API reference and the frames reference, self-contained HTML;
 - from `spec/synthetic-users/`: `synthetic-users/src/synthetic_users/generated/` (its Pydantic
   models and catalog) and `docs/reference/synthetic-users-api.html`.

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codegen._bundle import ROOT, Spec, resolve
+from codegen._zod import render_zod
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,7 +24,11 @@ PY_PACKAGES = {
     "backend/src/understudy/generated": "understudy.generated",
     "connector/src/understudy_connector/generated": "understudy_connector.generated",
 }
-TS_DIR = "extension/src/generated"
+# The one TypeScript output: the @understudy/protocol package, which the extension and the
+# TypeScript connector import (never a copy of their own).
+TS_DIR = "packages/protocol/src/generated"
+# Where the pinned TypeScript generators are installed (its node_modules).
+TS_PACKAGE = "packages/protocol"
 DOCS_DIR = "docs/reference"
 BACKEND_REFERENCE = "backend/src/understudy/generated/reference"
 SU_PACKAGE_DIR = "synthetic-users/src/synthetic_users/generated"
@@ -101,6 +106,8 @@ def render_all(spec: Spec) -> dict[str, str]:
     files.update(_backend_package_data(spec))
     files[f"{TS_DIR}/wire.ts"] = f"// {HEADER}\n\n" + _json2ts(spec)
     files[f"{TS_DIR}/catalog.ts"] = _ts_catalog(spec)
+    files[f"{TS_DIR}/problems.ts"] = _ts_problems(spec)
+    files[f"{TS_DIR}/zod.ts"] = render_zod(spec, HEADER)
     docs: dict[str, Callable[[Spec], str]] = {}
     try:
         from codegen._docs import render_api_reference, render_frames_reference
@@ -258,7 +265,7 @@ def _json2ts(spec: Spec) -> str:
         input=json.dumps(spec.bundle),
         capture_output=True,
         text=True,
-        cwd=ROOT / "extension",
+        cwd=ROOT / TS_PACKAGE,
     )
     if proc.returncode != 0:
         raise SystemExit(f"codegen: json-schema-to-typescript failed:\n{proc.stderr}")
@@ -362,7 +369,7 @@ def _ts_catalog(spec: Spec) -> str:
     writes = json.dumps([n for n, k in kinds.items() if k == "write"])
     return (
         f"// {HEADER}\n\n"
-        'import type { CommandName, ReadCommandName, WriteCommandName } from "./wire";\n\n'
+        'import type { CommandName, ReadCommandName, WriteCommandName } from "./wire.js";\n\n'
         "export const READ_COMMANDS: ReadonlySet<ReadCommandName> =\n"
         f"  new Set<ReadCommandName>({reads});\n"
         "export const WRITE_COMMANDS: ReadonlySet<WriteCommandName> =\n"
@@ -370,6 +377,23 @@ def _ts_catalog(spec: Spec) -> str:
         "export function isWriteCommand(name: CommandName): name is WriteCommandName {\n"
         "  return (WRITE_COMMANDS as ReadonlySet<string>).has(name);\n"
         "}\n"
+    )
+
+
+def _ts_problems(spec: Spec) -> str:
+    codes = problem_codes(spec)
+    every = sorted({code for by_status in codes.values() for c in by_status.values() for code in c})
+    table = json.dumps(codes, indent=2)
+    return (
+        f"// {HEADER}\n\n"
+        "/** operationId -> HTTP status -> the problem codes that response may carry. */\n"
+        "export const PROBLEM_CODES: Readonly<\n"
+        "  Record<string, Readonly<Record<string, readonly string[]>>>\n"
+        f"> = {table};\n\n"
+        "/** Every problem code spec/openapi.yaml documents. */\n"
+        f"export const SPEC_PROBLEM_CODES = {json.dumps(every)} as const;\n\n"
+        "/** A problem code spec/openapi.yaml documents. */\n"
+        "export type ProblemCode = (typeof SPEC_PROBLEM_CODES)[number];\n"
     )
 
 

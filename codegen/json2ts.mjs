@@ -1,5 +1,5 @@
 // Reads a bundled JSON Schema on stdin and prints TypeScript declarations with json-schema-to-typescript.
-// Run from extension/ so the pinned generator in extension/node_modules is the one used.
+// Run from packages/protocol/ so the pinned generator in its node_modules is the one used.
 import { createRequire } from "node:module";
 import { pathToFileURL } from "node:url";
 import { resolve } from "node:path";
@@ -18,6 +18,8 @@ const ts = await compile(schema, schema.title, {
   enableConstEnums: false,
   strictIndexSignatures: true,
   unreachableDefinitions: true,
+  // Bounded arrays stay arrays (not unions of tuples), so zod-validated values fit these types.
+  maxItems: -1,
   format: true,
   style: { singleQuote: false, semi: true, printWidth: 100, trailingComma: "all" },
 });

@@ -24,6 +24,8 @@ await build({
   platform: "browser",
   target: "chrome125",
   sourcemap: "linked",
+  // @understudy/protocol is bundled from its TypeScript source (see its package.json exports).
+  conditions: ["understudy-source"],
   logLevel: "warning",
 });
 

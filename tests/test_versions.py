@@ -29,6 +29,12 @@ def test_the_three_packages_share_one_version() -> None:
         "extension package": json.loads((ROOT / "extension" / "package.json").read_text())[
             "version"
         ],
+        **{
+            f"@understudy/{name}": json.loads(
+                (ROOT / "packages" / name / "package.json").read_text()
+            )["version"]
+            for name in ("protocol", "connector")
+        },
     }
     assert len(set(versions.values())) == 1, versions
 

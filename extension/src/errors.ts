@@ -6,7 +6,7 @@
  *   ├── StaleAuthorityError   the lease, browser epoch or runtime changed under an operation
  *   └── ConfigError           enrollment configuration is missing or invalid (operator must fix)
  */
-import type { CommandErrorCode, ErrorInfo } from "./generated/wire";
+import type { CommandErrorCode, ErrorInfo } from "@understudy/protocol";
 
 /** A command failed in a way the caller can act on. The message says what to do next. */
 export class CommandError extends Error {

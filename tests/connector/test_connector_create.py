@@ -1,8 +1,10 @@
-"""Session creation: one idempotency key per logical call, reused on every documented retry."""
+"""Session creation: one idempotency key per logical call, reused on every documented retry.
+
+The table of creation sequences lives in scenarios.json, shared with the TypeScript connector.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -11,25 +13,18 @@ import pytest
 from understudy_connector import (
     BackendUnreachable,
     CapacityExhausted,
-    DeviceNotFound,
-    IdempotencyConflict,
-    NoDeviceAvailable,
-    OriginConflict,
     ProvisioningTimeout,
-    RetryConfig,
-    SessionTerminal,
-    UnattendedDisabled,
     UsageError,
 )
 from understudy_connector.generated import models
 
+from .scenarios import CREATE_BODY, CREATE_SCENARIOS, Scenario
 from .scripted import (
     SESSION_ID,
     FakeClock,
     MakeAsyncClient,
     MakeClient,
     ScriptedBackend,
-    Step,
     network_error,
     problem,
     session,
@@ -38,153 +33,23 @@ from .scripted import (
 
 CREATE = ("POST", "/v1/sessions")
 POLL = ("GET", f"/v1/sessions/{SESSION_ID}")
-BODY = {
-    "mode": "unattended",
-    "allowedOrigins": ["https://example.com"],
-    "profileStateKey": "crm-bot-profile",
-}
+SCENARIOS = CREATE_SCENARIOS
+CALLS = {"create": CREATE, "poll": POLL}
 ARGS: dict[str, Any] = {
     "allowed_origins": ["https://example.com"],
     "profile_state_key": "crm-bot-profile",
 }
 
 
-@dataclass
-class Scenario:
-    id: str
-    steps: list[Step]
-    outcome: str | type[Exception]
-    calls: list[tuple[str, str]]
-    sleeps: list[float]
-    retry: RetryConfig = field(default_factory=RetryConfig)
-
-
-SCENARIOS = [
-    Scenario("201 created and connected", [session(201)], "connected", [CREATE], []),
-    Scenario("200 idempotent replay", [session(200)], "connected", [CREATE], []),
-    Scenario(
-        "202 polls Location after Retry-After until connected",
-        [
-            session(202, status="provisioning", retry_after=2, location=True),
-            session(200, status="provisioning"),
-            session(200, status="connected"),
-        ],
-        "connected",
-        [CREATE, POLL, POLL],
-        [2.0, 1.0],
-    ),
-    Scenario(
-        "503 no_device_available retries with the same key and body",
-        [problem(503, "no_device_available", retry_after=4), session(201)],
-        "connected",
-        [CREATE, CREATE],
-        [4.0],
-    ),
-    Scenario(
-        "a network error retries with the same key and body",
-        [network_error, session(201)],
-        "connected",
-        [CREATE, CREATE],
-        [0.5],
-    ),
-    Scenario(
-        "503 no_device_available past the timeout is raised",
-        [problem(503, "no_device_available", retry_after=30)],
-        NoDeviceAvailable,
-        [CREATE],
-        [],
-        retry=RetryConfig(create_timeout=10),
-    ),
-    Scenario(
-        "409 idempotency_conflict is raised, not retried",
-        [problem(409, "idempotency_conflict")],
-        IdempotencyConflict,
-        [CREATE],
-        [],
-    ),
-    Scenario(
-        "409 origin_conflict is raised, not retried",
-        [problem(409, "origin_conflict")],
-        OriginConflict,
-        [CREATE],
-        [],
-    ),
-    Scenario(
-        "429 capacity_exhausted is raised with its Retry-After",
-        [problem(429, "capacity_exhausted", retry_after=30)],
-        CapacityExhausted,
-        [CREATE],
-        [],
-    ),
-    Scenario(
-        "404 device_not_found is raised",
-        [problem(404, "device_not_found")],
-        DeviceNotFound,
-        [CREATE],
-        [],
-    ),
-    Scenario(
-        "403 unattended_disabled is raised",
-        [problem(403, "unattended_disabled")],
-        UnattendedDisabled,
-        [CREATE],
-        [],
-    ),
-    Scenario(
-        "provisioning past the timeout raises ProvisioningTimeout",
-        [
-            session(202, status="provisioning", retry_after=3, location=True),
-            session(200, status="provisioning"),
-        ],
-        ProvisioningTimeout,
-        [CREATE, POLL],
-        [3.0],
-        retry=RetryConfig(create_timeout=3.5),
-    ),
-    Scenario(
-        "429 rate_limited while polling waits Retry-After and polls again",
-        [
-            session(202, status="provisioning", retry_after=1, location=True),
-            problem(429, "rate_limited", retry_after=5),
-            session(200, status="connected"),
-        ],
-        "connected",
-        [CREATE, POLL, POLL],
-        [1.0, 5.0],
-    ),
-    Scenario(
-        "429 rate_limited while polling past the timeout raises ProvisioningTimeout",
-        [
-            session(202, status="provisioning", retry_after=1, location=True),
-            problem(429, "rate_limited", retry_after=30),
-        ],
-        ProvisioningTimeout,
-        [CREATE, POLL],
-        [1.0],
-        retry=RetryConfig(create_timeout=10),
-    ),
-    Scenario(
-        "a tombstone while provisioning raises SessionTerminal",
-        [
-            session(202, status="provisioning", location=True),
-            tombstone(410, reason="provisioning_failed", status="lost"),
-        ],
-        SessionTerminal,
-        [CREATE, POLL],
-        [1.0],
-    ),
-]
-
-
 def _check(scenario: Scenario, backend: ScriptedBackend, clock: FakeClock, got: object) -> None:
     assert not backend.steps, "the script was not played to the end"
-    assert backend.calls == scenario.calls
+    assert backend.calls == [CALLS[call] for call in scenario.calls]
     assert clock.sleeps == scenario.sleeps
     posts = [recorded for recorded in backend.requests if recorded.method == "POST"]
     keys = {recorded.headers["idempotency-key"] for recorded in posts}
     assert len(keys) == 1, "every attempt of one creation carries the same key"
     UUID(keys.pop())
-    assert all(recorded.body == BODY for recorded in posts)
+    assert all(recorded.body == CREATE_BODY for recorded in posts)
     polls = [recorded for recorded in backend.requests if recorded.method == "GET"]
     assert all("idempotency-key" not in recorded.headers for recorded in polls)
     if isinstance(scenario.outcome, str):

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from codegen._bundle import ROOT, Spec, load
-from codegen._outputs import HEADER, _json2ts
+from codegen._outputs import HEADER, TS_DIR, TS_PACKAGE, _json2ts
 
-EXTENSION = ROOT / "extension"
-TSC = EXTENSION / "node_modules" / ".bin" / "tsc"
+WIRE = ROOT / TS_DIR / "wire.ts"
+TSC = ROOT / TS_PACKAGE / "node_modules" / ".bin" / "tsc"
 FIXTURES = Path(__file__).parent / "fixtures"
 
 pytestmark = pytest.mark.skipif(not TSC.exists(), reason="run scripts/bootstrap: no tsc")
@@ -45,7 +45,7 @@ def _tsc(folder: Path) -> subprocess.CompletedProcess[str]:
 
 def test_every_example_type_checks_against_the_generated_types(tmp_path: Path) -> None:
     spec = load()
-    shutil.copy(EXTENSION / "src" / "generated" / "wire.ts", tmp_path / "wire.ts")
+    shutil.copy(WIRE, tmp_path / "wire.ts")
     wire = (tmp_path / "wire.ts").read_text()
     names = [
         n for n in spec.defs if f"export type {n} " in wire or f"export interface {n} " in wire
@@ -62,7 +62,7 @@ def test_every_example_type_checks_against_the_generated_types(tmp_path: Path) -
 
 def test_a_wrong_example_does_not_type_check(tmp_path: Path) -> None:
     # Guards the test above: the compiler really checks these shapes.
-    shutil.copy(EXTENSION / "src" / "generated" / "wire.ts", tmp_path / "wire.ts")
+    shutil.copy(WIRE, tmp_path / "wire.ts")
     (tmp_path / "bad.ts").write_text(
         "import type { ClickCommand } from './wire';\n"
         "export const c: ClickCommand = { name: 'click', ref: 'g1e1', extra: true };\n"
@@ -89,7 +89,7 @@ def _with_extra_device_frame(spec: Spec) -> dict[str, object]:
 
 
 def test_the_handler_fixture_handles_every_generated_device_frame(tmp_path: Path) -> None:
-    shutil.copy(EXTENSION / "src" / "generated" / "wire.ts", tmp_path / "wire.ts")
+    shutil.copy(WIRE, tmp_path / "wire.ts")
     shutil.copy(FIXTURES / "frame_handler.ts", tmp_path / "frame_handler.ts")
     result = _tsc(tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr

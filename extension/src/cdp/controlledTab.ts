@@ -9,7 +9,7 @@
  */
 import type { DebuggerApi } from "../chrome/facade";
 import type { OriginPolicy } from "../config/origins";
-import type { NavigationBlockCause } from "../generated/wire";
+import type { NavigationBlockCause } from "@understudy/protocol";
 import type { Logger } from "../log";
 import { CdpSession } from "./cdpSession";
 import { ORIGIN_GUARD_PATTERNS, type RequestPausedParams, decide, decisionCommand, isRequestPaused } from "./originGuard";

@@ -9,7 +9,7 @@
  * navigate elsewhere, and an invalid form does not submit. The origin guard enforces the policy
  * on the request itself whatever the preview said.
  */
-import type { WritePreview } from "../generated/wire";
+import type { WritePreview } from "@understudy/protocol";
 import type { CommandContext } from "./context";
 import { callOnElement } from "./pageCall";
 

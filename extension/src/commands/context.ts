@@ -9,7 +9,7 @@ import type { RefTable, RefTarget } from "../cdp/refTable";
 import type { OriginPolicy } from "../config/origins";
 import { CommandError, StaleAuthorityError } from "../errors";
 import type { SnapshotMemory } from "./snapshotMemory";
-import type { BlockedNavigation, Capability, TabInfo, WritePreview, WriteResult } from "../generated/wire";
+import type { BlockedNavigation, Capability, TabInfo, WritePreview, WriteResult } from "@understudy/protocol";
 
 export interface CommandContext {
   readonly cdp: CdpCaller;

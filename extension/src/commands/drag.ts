@@ -13,7 +13,7 @@
  * still releases the button, so the page is not left mid-drag.
  */
 import { CommandError, StaleAuthorityError } from "../errors";
-import type { DragCommand, DragPreview } from "../generated/wire";
+import type { DragCommand, DragPreview } from "@understudy/protocol";
 import { type HitPurpose, assertHitsTarget } from "./actionability";
 import { type CommandContext, type WritePlan, elementPreview, remainingMs, resolveTarget } from "./context";
 import { type Point, boxCentre, centreOf } from "./pointer";

@@ -3,7 +3,7 @@
  * added to the spec does not compile until it is implemented here.
  */
 import { CommandError } from "../errors";
-import type { Command, CommandResult } from "../generated/wire";
+import type { Command, CommandResult } from "@understudy/protocol";
 import type { CommandContext, WritePlan } from "./context";
 import { planDrag } from "./drag";
 import { planFill, planFillSecret, planFocus, planPressKey, planSelectOption, planSetChecked, planType } from "./input";

@@ -15,7 +15,7 @@ import type {
   SelectOptionCommand,
   SetCheckedCommand,
   TypeCommand,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
 import { MODIFIER_BITS, keyDefinition } from "./keys";
 import { callOnElement } from "./pageCall";

@@ -6,7 +6,7 @@
  */
 import { NAVIGATION_LOAD_TIMEOUT_MS } from "../constants";
 import { CommandError } from "../errors";
-import type { GoBackCommand, GoForwardCommand, NavigateCommand, ReloadCommand } from "../generated/wire";
+import type { GoBackCommand, GoForwardCommand, NavigateCommand, ReloadCommand } from "@understudy/protocol";
 import { type CommandContext, type WritePlan, remainingMs } from "./context";
 
 interface NavigateResponse {

@@ -6,7 +6,7 @@
  * navigation the element declares (see clickNavigation.ts).
  */
 import { CommandError, StaleAuthorityError } from "../errors";
-import type { ClickCommand, HoverCommand, ScrollCommand } from "../generated/wire";
+import type { ClickCommand, HoverCommand, ScrollCommand } from "@understudy/protocol";
 import { assertHitsTarget, waitUntilStable } from "./actionability";
 import { clickNavigationPreview } from "./clickNavigation";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";

@@ -4,7 +4,7 @@
  */
 import { SCREENSHOT_MAX_BASE64_CHARS } from "../constants";
 import { CommandError } from "../errors";
-import type { ScreenshotCommand, ScreenshotResult } from "../generated/wire";
+import type { ScreenshotCommand, ScreenshotResult } from "@understudy/protocol";
 import type { CommandContext } from "./context";
 
 const DEFAULT_MAX_WIDTH = 1280;

@@ -9,7 +9,7 @@
  * agree; it returns the selected text cut to 1,000 characters with its full length.
  */
 import { CommandError } from "../errors";
-import type { SelectTextCommand, TextSelection } from "../generated/wire";
+import type { SelectTextCommand, TextSelection } from "@understudy/protocol";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
 import { callOnElement } from "./pageCall";
 

@@ -9,7 +9,7 @@
  */
 import { SNAPSHOT_DEFAULT_MAX_NODES } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
-import type { SnapshotChanges, SnapshotCommand, SnapshotNode, SnapshotResult } from "../generated/wire";
+import type { SnapshotChanges, SnapshotCommand, SnapshotNode, SnapshotResult } from "@understudy/protocol";
 import { type CommandContext, remainingMs } from "./context";
 import type { Remembered } from "./snapshotMemory";
 import { boundLines, compactLines, diffLines, lineKeys, omittedLine, renderLine } from "./snapshotText";

@@ -3,7 +3,7 @@
  * kept: a model asks for changes since the snapshot it just read. It lives in memory, so a
  * restarted service worker answers `unavailable` and sends a full snapshot, never a wrong diff.
  */
-import type { SnapshotChanges } from "../generated/wire";
+import type { SnapshotChanges } from "@understudy/protocol";
 
 export interface Remembered {
   readonly id: string;

@@ -4,7 +4,7 @@
  */
 import { SESSION_PROTOCOL_VERSION } from "../constants";
 import { CommandError } from "../errors";
-import type { GetTabsResult, HelloResult, SwitchTabCommand } from "../generated/wire";
+import type { GetTabsResult, HelloResult, SwitchTabCommand } from "@understudy/protocol";
 import type { CommandContext, WritePlan } from "./context";
 
 export async function hello(ctx: CommandContext): Promise<HelloResult> {

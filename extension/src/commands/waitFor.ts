@@ -5,7 +5,7 @@
  */
 import { WAIT_DEFAULT_TIMEOUT_MS, WAIT_POLL_INTERVAL_MS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
-import type { ElementCondition, WaitCondition, WaitForCommand, WaitForResult } from "../generated/wire";
+import type { ElementCondition, WaitCondition, WaitForCommand, WaitForResult } from "@understudy/protocol";
 import { SETTLE_MAX_MS, STABILITY_FUNCTION, STABLE_FRAMES } from "./actionability";
 import { type CommandContext, remainingMs } from "./context";
 import { callOnElement } from "./pageCall";

@@ -6,7 +6,7 @@
  * `credentialSet` and never the value.
  */
 import type { StorageArea, StorageApi } from "../chrome/facade";
-import type { LocalOriginPolicy } from "../generated/wire";
+import type { LocalOriginPolicy } from "@understudy/protocol";
 import { canonicalOrigin } from "./origins";
 
 /** The chrome.storage.local key of the enrollment record (the only key the extension writes there). */

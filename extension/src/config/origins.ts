@@ -3,7 +3,7 @@
  * intersected with the device's local origin policy. The policy constrains top-level navigation
  * only; subresources and iframes are not filtered (this is not an egress firewall).
  */
-import type { LocalOriginPolicy } from "../generated/wire";
+import type { LocalOriginPolicy } from "@understudy/protocol";
 
 /** The internal page every new tab starts on; always permitted. */
 export const ABOUT_BLANK = "about:blank";

@@ -1,7 +1,7 @@
 /**
  * Content-free health counters, sent in `health` frames. Counts only: never ids, URLs or text.
  */
-import type { DeviceClientHealth } from "../generated/wire";
+import type { DeviceClientHealth } from "@understudy/protocol";
 
 export type HealthCounterName = keyof DeviceClientHealth["counters"];
 

@@ -10,7 +10,7 @@
 import type { ChromeFacade } from "../chrome/facade";
 import { type EnrollmentConfig, type LoadedEnrollment, ENROLLMENT_KEY, loadEnrollment } from "../config/enrollment";
 import { HEARTBEAT_ACK_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS, KEEPALIVE_ALARM_NAME, KEEPALIVE_ALARM_PERIOD_MINUTES } from "../constants";
-import type { Capability, ConnectTicket, DeviceClientFrame, DeviceServerFrame, DeviceServerWelcome, LocalOriginPolicy } from "../generated/wire";
+import type { Capability, ConnectTicket, DeviceClientFrame, DeviceServerFrame, DeviceServerWelcome, LocalOriginPolicy } from "@understudy/protocol";
 import type { RedactingLogger } from "../log";
 import { FrameSocket, type SocketFactory } from "../net/socket";
 import { socketUrlMatchesService, withTicket } from "../net/urls";

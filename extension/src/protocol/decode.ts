@@ -4,7 +4,7 @@
  * the spec breaks the build here until someone describes its fields. Errors carry a path
  * (`provision.leaseEpoch: expected integer`) so a backend developer sees what was wrong.
  */
-import type { Command, CommandName, DeviceServerFrame, SessionServerFrame } from "../generated/wire";
+import type { Command, CommandName, DeviceServerFrame, SessionServerFrame } from "@understudy/protocol";
 
 type Kind = "string" | "integer" | "boolean" | "array" | "object" | "ref";
 

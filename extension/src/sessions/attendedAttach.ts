@@ -6,7 +6,7 @@
 import type { ChromeFacade } from "../chrome/facade";
 import { ABOUT_BLANK, OriginPolicy } from "../config/origins";
 import { ATTACH_RESULT_TIMEOUT_MS } from "../constants";
-import type { DeviceClientFrame, DeviceServerAttachResult, LocalOriginPolicy } from "../generated/wire";
+import type { DeviceClientFrame, DeviceServerAttachResult, LocalOriginPolicy } from "@understudy/protocol";
 import type { Logger } from "../log";
 import type { SessionManager } from "./sessionManager";
 

@@ -6,7 +6,7 @@
  * page" until the next real document commits, so `hello`, `get_tabs` and `snapshot` can say so.
  * Records carry origins only, never full URLs; they go to the tenant's consumer, never to logs.
  */
-import type { BlockedNavigation, NavigationBlockCause } from "../generated/wire";
+import type { BlockedNavigation, NavigationBlockCause } from "@understudy/protocol";
 
 /** Records kept per command window; the spec bounds `blockedNavigations` at 50. */
 export const MAX_BLOCKED_PER_COMMAND = 50;

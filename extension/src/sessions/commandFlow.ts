@@ -21,7 +21,7 @@ import type { StorageArea } from "../chrome/facade";
 import type { CommandContext, WriteReport } from "../commands/context";
 import { planWrite, runRead } from "../commands/index";
 import { CommandError, StaleAuthorityError, toErrorInfo } from "../errors";
-import { isWriteCommand } from "../generated/catalog";
+import { isWriteCommand } from "@understudy/protocol";
 import type {
   BlockedNavigation,
   Command,
@@ -34,7 +34,7 @@ import type {
   SessionServerWritePrepare,
   WriteCommandName,
   WriteResult,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import type { Logger } from "../log";
 import { decodeCommand } from "../protocol/decode";
 import { CommandQueue } from "./commandQueue";

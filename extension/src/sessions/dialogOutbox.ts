@@ -5,7 +5,7 @@
  */
 import type { StorageArea } from "../chrome/facade";
 import { DIALOG_OUTBOX_MAX_BYTES, DIALOG_OUTBOX_MAX_RECORDS } from "../constants";
-import type { DialogRecord } from "../generated/wire";
+import type { DialogRecord } from "@understudy/protocol";
 import { SerialChain } from "./serialChain";
 
 export function outboxKey(sessionId: string): string {

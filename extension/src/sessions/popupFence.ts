@@ -25,7 +25,7 @@
  * those after their first request. With no controlled tab the rule is removed.
  */
 import type { NetRulesApi, TabsApi } from "../chrome/facade";
-import type { PopupContainmentByKind } from "../generated/wire";
+import type { PopupContainmentByKind } from "@understudy/protocol";
 import type { Logger } from "../log";
 import { SerialChain } from "./serialChain";
 

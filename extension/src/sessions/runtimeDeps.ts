@@ -3,7 +3,7 @@
  * a test builds a runtime with fakes.
  */
 import type { ChromeFacade } from "../chrome/facade";
-import type { Capability, DeviceClientFrame, LocalOriginPolicy } from "../generated/wire";
+import type { Capability, DeviceClientFrame, LocalOriginPolicy } from "@understudy/protocol";
 import type { Logger } from "../log";
 import type { SocketFactory } from "../net/socket";
 import type { HealthCounters } from "../profile/health";

@@ -18,7 +18,7 @@ import type {
   DeviceServerProvision,
   DeviceServerSessionTicket,
   PopupContainmentByKind,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
@@ -147,13 +147,12 @@ export class SessionManager {
   }
 
   leasesForHello(): DeviceClientHello["leases"] {
-    const leases = [...this.bySession.values()].slice(0, DEVICE_TAB_CAPACITY).map((r) => ({
+    return [...this.bySession.values()].slice(0, DEVICE_TAB_CAPACITY).map((r) => ({
       leaseId: r.leaseId,
       sessionId: r.sessionId,
       leaseEpoch: r.leaseEpoch,
       tabId: r.tabId,
     }));
-    return leases as DeviceClientHello["leases"];
   }
 
   views(): RuntimeView[] {

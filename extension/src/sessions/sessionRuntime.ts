@@ -20,7 +20,7 @@ import type {
   SessionServerFrame,
   SessionServerHelloAck,
   TabInfo,
-} from "../generated/wire";
+} from "@understudy/protocol";
 import { FrameSocket } from "../net/socket";
 import { socketUrlMatchesService, withTicket } from "../net/urls";
 import { reconnectDelayMs } from "../profile/backoff";

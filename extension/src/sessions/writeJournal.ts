@@ -10,7 +10,7 @@
  */
 import type { StorageArea } from "../chrome/facade";
 import { WRITE_JOURNAL_MAX_ENTRIES } from "../constants";
-import type { CommandResult, ErrorInfo, WriteCommandName } from "../generated/wire";
+import type { CommandResult, ErrorInfo, WriteCommandName } from "@understudy/protocol";
 import { SerialChain } from "./serialChain";
 
 export type JournalState = "prepared" | "started" | "completed_unacked";

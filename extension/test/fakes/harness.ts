@@ -3,7 +3,7 @@
  * backend would. A "service-worker restart" is a new harness over the same FakeStorage.
  */
 import { ENROLLMENT_KEY } from "../../src/config/enrollment";
-import type { LocalOriginPolicy } from "../../src/generated/wire";
+import type { LocalOriginPolicy } from "@understudy/protocol";
 import { RedactingLogger } from "../../src/log";
 import { ProfileClient } from "../../src/profile/profileClient";
 import { FakeChrome, type FakeStorage, newStorage } from "./fakeChrome";

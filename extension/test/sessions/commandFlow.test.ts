@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { AuthorityCheck } from "../../src/cdp/cdpSession";
 import type { CommandContext } from "../../src/commands/context";
 import { CommandError, StaleAuthorityError } from "../../src/errors";
-import type { BlockedNavigation, SessionClientFrame } from "../../src/generated/wire";
+import type { BlockedNavigation, SessionClientFrame } from "@understudy/protocol";
 import { CommandFlow, type CommandHost, type CommandRunners } from "../../src/sessions/commandFlow";
 import { journalKey } from "../../src/sessions/writeJournal";
 import { FakeStorageArea } from "../fakes/fakeChrome";

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 
 import { DIALOG_OUTBOX_MAX_BYTES, DIALOG_OUTBOX_MAX_RECORDS } from "../../src/constants";
-import type { DialogRecord } from "../../src/generated/wire";
+import type { DialogRecord } from "@understudy/protocol";
 import { DialogOutbox, outboxKey } from "../../src/sessions/dialogOutbox";
 import { FakeStorageArea } from "../fakes/fakeChrome";
 import { LEASE_A, connectDevice, enroll, makeHarness, openSession, provision, settle } from "../fakes/harness";

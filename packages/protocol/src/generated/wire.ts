@@ -633,30 +633,12 @@ export interface DeviceClientHello {
    *
    * @maxItems 2
    */
-  leases:
-    | []
-    | [
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          tabId?: number;
-        },
-      ]
-    | [
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          tabId?: number;
-        },
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          tabId?: number;
-        },
-      ];
+  leases: {
+    leaseId: LeaseId;
+    sessionId: SessionId;
+    leaseEpoch: LeaseEpoch;
+    tabId?: number;
+  }[];
   popupContainment?: PopupContainmentByKind;
 }
 /**
@@ -768,33 +750,13 @@ export interface DeviceClientRecoveryReport {
   /**
    * @maxItems 2
    */
-  leases:
-    | []
-    | [
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          status: "recreated" | "lost";
-          tabId?: number;
-        },
-      ]
-    | [
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          status: "recreated" | "lost";
-          tabId?: number;
-        },
-        {
-          leaseId: LeaseId;
-          sessionId: SessionId;
-          leaseEpoch: LeaseEpoch;
-          status: "recreated" | "lost";
-          tabId?: number;
-        },
-      ];
+  leases: {
+    leaseId: LeaseId;
+    sessionId: SessionId;
+    leaseEpoch: LeaseEpoch;
+    status: "recreated" | "lost";
+    tabId?: number;
+  }[];
 }
 /**
  * The extension lost a lease's tab on its own: the tab was closed, or a person detached it.
@@ -1041,7 +1003,7 @@ export interface GetTabsResult {
    * @minItems 1
    * @maxItems 1
    */
-  tabs: [TabInfo];
+  tabs: [TabInfo, ...TabInfo[]];
 }
 /**
  * Result of `snapshot`. When the tab shows Chromium's block page for a stopped navigation, `blockedNavigation` says which, and `nodes` is empty: the error page has nothing to act on.
@@ -1491,21 +1453,7 @@ export interface ClickCommand {
    *
    * @maxItems 4
    */
-  modifiers?:
-    | []
-    | ["Alt" | "Control" | "Meta" | "Shift"]
-    | ["Alt" | "Control" | "Meta" | "Shift", "Alt" | "Control" | "Meta" | "Shift"]
-    | [
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-      ]
-    | [
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-      ];
+  modifiers?: ("Alt" | "Control" | "Meta" | "Shift")[];
 }
 /**
  * Move the pointer over the element a ref names.
@@ -1625,21 +1573,7 @@ export interface PressKeyCommand {
   /**
    * @maxItems 4
    */
-  modifiers?:
-    | []
-    | ["Alt" | "Control" | "Meta" | "Shift"]
-    | ["Alt" | "Control" | "Meta" | "Shift", "Alt" | "Control" | "Meta" | "Shift"]
-    | [
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-      ]
-    | [
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-        "Alt" | "Control" | "Meta" | "Shift",
-      ];
+  modifiers?: ("Alt" | "Control" | "Meta" | "Shift")[];
 }
 /**
  * Select options of a `<select>` by value.
