@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tests.backend.conftest import Backend, start_backend, stop_backend
-from understudy.generated import models as m
 from tests.support.simdevice import ALL_CAPABILITIES, Behaviour
+from understudy.generated import models as m
 
 from .conftest import WITHIN, LeaseArchive, session_frames
 
