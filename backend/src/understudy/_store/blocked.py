@@ -27,9 +27,9 @@ def record(
     db: Database, session_id: str, blocked_id: str, payload: dict[str, Any], now: float
 ) -> bool:
     """Store a record; False when its id was already seen (a redelivery)."""
-    return repository(db.sql).record(session_id, blocked_id, payload, now)
+    return db.storage.repos.blocked.record(session_id, blocked_id, payload, now)
 
 
 def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
     """The newest records with a payload, newest first."""
-    return repository(db.sql).newest(session_id)
+    return db.storage.repos.blocked.newest(session_id)

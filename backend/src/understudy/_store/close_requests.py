@@ -66,16 +66,16 @@ class SqlCloseRequests:
 
 def request(db: Database, session_id: str, now: float) -> None:
     """Ask for a close; asking again re-opens a request that was already applied."""
-    SqlCloseRequests(db.sql).request(session_id, now)
+    db.storage.repos.close_requests.request(session_id, now)
 
 
 def pending(db: Database) -> list[str]:
-    return SqlCloseRequests(db.sql).pending()
+    return db.storage.repos.close_requests.pending()
 
 
 def get(db: Database, session_id: str) -> CloseRequest | None:
-    return SqlCloseRequests(db.sql).get(session_id)
+    return db.storage.repos.close_requests.get(session_id)
 
 
 def done(db: Database, session_id: str, outcome: str, now: float) -> None:
-    SqlCloseRequests(db.sql).done(session_id, outcome, now)
+    db.storage.repos.close_requests.done(session_id, outcome, now)

@@ -54,7 +54,7 @@ class CommandRow:
 
 def insert(db: Database, **values: Any) -> None:
     """Deprecated: use `SqlCommands.insert` with a `NewCommand`."""
-    SqlCommands(db.sql, db).insert(NewCommand(**values))
+    db.storage.repos.commands.insert(NewCommand(**values))
 
 
 def update(db: Database, session_id: str, command_id: str, **values: Any) -> None:

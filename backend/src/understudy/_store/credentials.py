@@ -234,67 +234,67 @@ def _device(row: dict[str, Any]) -> Device:
 def add_api_key(
     db: Database, *, digest: str, key_id: str, tenant: str, actor: str, now: float
 ) -> None:
-    SqlApiKeys(db.sql).add(digest=digest, key_id=key_id, tenant=tenant, actor=actor, now=now)
+    db.storage.repos.api_keys.add(digest=digest, key_id=key_id, tenant=tenant, actor=actor, now=now)
 
 
 def api_key_by_digest(db: Database, digest: str) -> ApiKey | None:
-    return SqlApiKeys(db.sql).by_digest(digest)
+    return db.storage.repos.api_keys.by_digest(digest)
 
 
 def revoke_api_key(db: Database, key_id: str, now: float) -> bool:
-    return SqlApiKeys(db.sql).revoke(key_id, now)
+    return db.storage.repos.api_keys.revoke(key_id, now)
 
 
 def list_api_keys(db: Database) -> list[ApiKey]:
-    return SqlApiKeys(db.sql).all()
+    return db.storage.repos.api_keys.all()
 
 
 def tenants(db: Database) -> list[str]:
-    return SqlApiKeys(db.sql).tenants()
+    return db.storage.repos.api_keys.tenants()
 
 
 def add_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
-    SqlDevices(db.sql).add(tenant=tenant, device_id=device_id, digest=digest, now=now)
+    db.storage.repos.devices.add(tenant=tenant, device_id=device_id, digest=digest, now=now)
 
 
 def ensure_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
     """Record a device known from the `DEVICE_TOKENS` mapping (idempotent)."""
-    SqlDevices(db.sql).ensure(tenant=tenant, device_id=device_id, digest=digest, now=now)
+    db.storage.repos.devices.ensure(tenant=tenant, device_id=device_id, digest=digest, now=now)
 
 
 def rotate_device_credential(db: Database, tenant: str, device_id: str, digest: str) -> bool:
     """Give an enrolled, unrevoked device a new credential digest; False when there is none."""
-    return SqlDevices(db.sql).rotate_credential(tenant, device_id, digest)
+    return db.storage.repos.devices.rotate_credential(tenant, device_id, digest)
 
 
 def tenant_devices_all(db: Database, tenant: str) -> list[Device]:
     """Every device ever enrolled in `tenant`, revoked ones included, ordered by id."""
-    return SqlDevices(db.sql).of_tenant(tenant, include_revoked=True)
+    return db.storage.repos.devices.of_tenant(tenant, include_revoked=True)
 
 
 def device_by_digest(db: Database, digest: str) -> Device | None:
-    return SqlDevices(db.sql).by_digest(digest)
+    return db.storage.repos.devices.by_digest(digest)
 
 
 def get_device(db: Database, tenant: str, device_id: str) -> Device | None:
-    return SqlDevices(db.sql).get(tenant, device_id)
+    return db.storage.repos.devices.get(tenant, device_id)
 
 
 def tenant_devices(db: Database, tenant: str) -> list[Device]:
-    return SqlDevices(db.sql).of_tenant(tenant)
+    return db.storage.repos.devices.of_tenant(tenant)
 
 
 def all_devices(db: Database) -> list[Device]:
-    return SqlDevices(db.sql).all()
+    return db.storage.repos.devices.all()
 
 
 def online_capacity(db: Database) -> tuple[int, int]:
     """(online devices, tabs their sessions hold), across tenants, for the metrics gauges."""
-    return SqlDevices(db.sql).online_capacity()
+    return db.storage.repos.devices.online_capacity()
 
 
 def revoke_device(db: Database, tenant: str, device_id: str, now: float) -> bool:
-    return SqlDevices(db.sql).revoke(tenant, device_id, now)
+    return db.storage.repos.devices.revoke(tenant, device_id, now)
 
 
 def device_connected(
@@ -309,7 +309,7 @@ def device_connected(
     local_policy: dict[str, Any],
 ) -> int:
     """Record a hello; returns the new connection epoch (0 for an unknown device)."""
-    epoch = SqlDevices(db.sql).connected(
+    epoch = db.storage.repos.devices.connected(
         tenant,
         device_id,
         now=now,
@@ -322,12 +322,12 @@ def device_connected(
 
 
 def device_seen(db: Database, tenant: str, device_id: str, now: float) -> None:
-    SqlDevices(db.sql).seen(tenant, device_id, now)
+    db.storage.repos.devices.seen(tenant, device_id, now)
 
 
 def device_offline(db: Database, tenant: str, device_id: str) -> None:
-    SqlDevices(db.sql).offline(tenant, device_id)
+    db.storage.repos.devices.offline(tenant, device_id)
 
 
 def device_assigned(db: Database, tenant: str, device_id: str, now: float) -> None:
-    SqlDevices(db.sql).assigned(tenant, device_id, now)
+    db.storage.repos.devices.assigned(tenant, device_id, now)

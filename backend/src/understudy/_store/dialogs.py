@@ -23,12 +23,12 @@ def record(
     db: Database, session_id: str, dialog_id: str, payload: dict[str, Any], now: float
 ) -> bool:
     """Store a dialog; False when its id was already seen (a redelivery)."""
-    return repository(db.sql).record(session_id, dialog_id, payload, now)
+    return db.storage.repos.dialogs.record(session_id, dialog_id, payload, now)
 
 
 def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
-    return repository(db.sql).newest(session_id)
+    return db.storage.repos.dialogs.newest(session_id)
 
 
 def seen_count(db: Database, session_id: str) -> int:
-    return repository(db.sql).seen_count(session_id)
+    return db.storage.repos.dialogs.seen_count(session_id)

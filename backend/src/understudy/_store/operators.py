@@ -78,29 +78,29 @@ def _token(row: dict[str, Any]) -> OperatorToken:
 
 
 def add_token(db: Database, *, digest: str, token_id: str, name: str, now: float) -> None:
-    SqlOperators(db.sql).add_token(digest=digest, token_id=token_id, name=name, now=now)
+    db.storage.repos.operators.add_token(digest=digest, token_id=token_id, name=name, now=now)
 
 
 def token_by_digest(db: Database, digest: str) -> OperatorToken | None:
-    return SqlOperators(db.sql).token_by_digest(digest)
+    return db.storage.repos.operators.token_by_digest(digest)
 
 
 def any_active(db: Database) -> bool:
     """Whether at least one unrevoked operator token exists (else the operator API is off)."""
-    return SqlOperators(db.sql).any_active()
+    return db.storage.repos.operators.any_active()
 
 
 def revoke_token(db: Database, token_id: str, now: float) -> bool:
-    return SqlOperators(db.sql).revoke_token(token_id, now)
+    return db.storage.repos.operators.revoke_token(token_id, now)
 
 
 def list_tokens(db: Database) -> list[OperatorToken]:
-    return SqlOperators(db.sql).tokens()
+    return db.storage.repos.operators.tokens()
 
 
 def unattended_flag(db: Database, tenant: str) -> bool:
-    return SqlOperators(db.sql).unattended_flag(tenant)
+    return db.storage.repos.operators.unattended_flag(tenant)
 
 
 def set_unattended_flag(db: Database, tenant: str, enabled: bool, now: float) -> None:
-    SqlOperators(db.sql).set_unattended_flag(tenant, enabled, now)
+    db.storage.repos.operators.set_unattended_flag(tenant, enabled, now)

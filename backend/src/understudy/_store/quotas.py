@@ -65,4 +65,4 @@ def take(db: Database, scope: str, subject: str, limit: int, now: float) -> floa
 
     A refused use is not counted, so a caller that waits gets its slot.
     """
-    return SqlQuotas(db.sql).take(scope, subject, limit, now)
+    return db.storage.repos.quotas.take(scope, subject, limit, now)

@@ -398,7 +398,7 @@ def _row(row: dict[str, Any]) -> SessionRow:
 
 def insert(db: Database, **values: Any) -> None:
     """Deprecated: use `SqlSessions.insert` with a `NewSession`."""
-    SqlSessions(db.sql).insert(NewSession(**values))
+    db.storage.repos.sessions.insert(NewSession(**values))
 
 
 def update(db: Database, session_id: str, **values: Any) -> None:
@@ -414,50 +414,50 @@ def update(db: Database, session_id: str, **values: Any) -> None:
 
 
 def get(db: Database, session_id: str) -> SessionRow | None:
-    return SqlSessions(db.sql).get(session_id)
+    return db.storage.repos.sessions.get(session_id)
 
 
 def require(db: Database, session_id: str) -> SessionRow:
     """The row of a session known to exist (a missing row is a programming error)."""
-    return SqlSessions(db.sql).require(session_id)
+    return db.storage.repos.sessions.require(session_id)
 
 
 def by_idempotency_key(db: Database, tenant: str, key: str) -> SessionRow | None:
-    return SqlSessions(db.sql).by_idempotency_key(tenant, key)
+    return db.storage.repos.sessions.by_idempotency_key(tenant, key)
 
 
 def holding_capacity(db: Database, tenant: str, device_id: str) -> list[SessionRow]:
     """Sessions that reserve one of the device's tabs (live, or closing until acknowledged)."""
-    return SqlSessions(db.sql).holding_capacity(tenant, device_id)
+    return db.storage.repos.sessions.holding_capacity(tenant, device_id)
 
 
 def by_lease(db: Database, lease_id: str) -> SessionRow | None:
-    return SqlSessions(db.sql).by_lease(lease_id)
+    return db.storage.repos.sessions.by_lease(lease_id)
 
 
 def unsettled(db: Database, tenant: str) -> list[SessionRow]:
     """Sessions with a deadline still to watch: every non-terminal one, and terminal ones still
     holding capacity."""
-    return SqlSessions(db.sql).unsettled(tenant)
+    return db.storage.repos.sessions.unsettled(tenant)
 
 
 def next_deadline(db: Database, tenant: str, *, offline_after_s: float) -> float | None:
     """The tenant's earliest deadline: a live session's hard or idle expiry, a provisioning
     deadline, a grace deadline of a recovering session or of one still holding capacity, or the
     moment an online device's heartbeat is overdue. None when nothing is pending."""
-    return SqlSessions(db.sql).next_deadline(tenant, offline_after_s=offline_after_s)
+    return db.storage.repos.sessions.next_deadline(tenant, offline_after_s=offline_after_s)
 
 
 def listing(db: Database, *, tenant: str | None = None, ended: bool = False) -> list[SessionRow]:
     """Sessions for the operator CLI, oldest first: the unfinished ones (live or closing), or
     with `ended` the terminal tombstones too; of one tenant or of all."""
-    return SqlSessions(db.sql).listing(tenant=tenant, ended=ended)
+    return db.storage.repos.sessions.listing(tenant=tenant, ended=ended)
 
 
 def counts_by_status(db: Database) -> dict[str, int]:
     """How many sessions are in each status that is not terminal (for the metrics gauges)."""
-    return SqlSessions(db.sql).counts_by_status()
+    return db.storage.repos.sessions.counts_by_status()
 
 
 def tenants_with_unsettled(db: Database) -> list[str]:
-    return SqlSessions(db.sql).tenants_with_unsettled()
+    return db.storage.repos.sessions.tenants_with_unsettled()

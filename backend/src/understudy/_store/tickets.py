@@ -33,4 +33,4 @@ class SqlTickets:
 
 def consume_jti(db: Database, jti: str, expires_at: float, now: float) -> bool:
     """True the first time `jti` is seen; False on any replay. Forgets JTIs after they expire."""
-    return SqlTickets(db.sql).consume(jti, expires_at, now)
+    return db.storage.repos.tickets.consume(jti, expires_at, now)

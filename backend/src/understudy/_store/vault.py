@@ -126,14 +126,14 @@ def _data_key(
 
 
 def put(db: Database, keys: Keys, tenant: str, name: str, plaintext: str, now: float) -> None:
-    store = SqlVault(db.sql)
+    store = db.storage.repos.vault
     dek = _data_key(store, keys, tenant, now, create=True)
     assert dek is not None  # noqa: S101 - created above
     store.put_secret(tenant, name, _security.seal(dek, plaintext.encode(), _aad(tenant, name)), now)
 
 
 def reveal(db: Database, keys: Keys, tenant: str, name: str) -> str | None:
-    store = SqlVault(db.sql)
+    store = db.storage.repos.vault
     sealed = store.sealed(tenant, name)
     if sealed is None:
         return None
@@ -144,20 +144,20 @@ def reveal(db: Database, keys: Keys, tenant: str, name: str) -> str | None:
 
 
 def exists(db: Database, tenant: str, name: str) -> bool:
-    return SqlVault(db.sql).exists(tenant, name)
+    return db.storage.repos.vault.exists(tenant, name)
 
 
 def names(db: Database, tenant: str) -> list[str]:
-    return SqlVault(db.sql).names(tenant)
+    return db.storage.repos.vault.names(tenant)
 
 
 def delete(db: Database, tenant: str, name: str) -> bool:
-    return SqlVault(db.sql).delete(tenant, name)
+    return db.storage.repos.vault.delete(tenant, name)
 
 
 def rotate_data_key(db: Database, keys: Keys, tenant: str, now: float) -> int:
     """Re-seal every secret of `tenant` under a fresh data key; returns how many."""
-    store = SqlVault(db.sql)
+    store = db.storage.repos.vault
     old = _data_key(store, keys, tenant, now, create=False)
     if old is None:
         return 0
@@ -174,7 +174,7 @@ def rotate_data_key(db: Database, keys: Keys, tenant: str, now: float) -> int:
 
 def rewrap_all(db: Database, old_keys: Keys, new_keys: Keys) -> int:
     """Master-key rotation: unwrap every tenant data key with the old KEK, wrap with the new one."""
-    store = SqlVault(db.sql)
+    store = db.storage.repos.vault
     wrapped = store.wrapped_keys()
     for tenant, key in wrapped:
         dek = _security.unwrap_data_key(old_keys, tenant, key)
