@@ -189,7 +189,7 @@ class SqliteExecutor:
 
     def _cursor(self, sql: str, params: Mapping[str, Any] | None) -> sqlite3.Cursor:
         try:
-            return self._conn.execute(sql, dict(params) if params else {})
+            return self._conn.execute(sql, params if params is not None else {})
         except sqlite3.IntegrityError as exc:
             if str(exc).startswith(_CONFLICT_PREFIX):
                 raise ConflictError(str(exc)) from exc

@@ -12,15 +12,16 @@ if TYPE_CHECKING:
 WINDOW_S = 60
 
 # One statement decides and counts: a new window starts at 1; an existing one goes up only while
-# under the limit. No row back means refused. Two writers cannot both take the last slot, because
-# the engine checks the condition against the row as the other writer left it (SQLite by
-# serialising writers, PostgreSQL by locking the conflicting row before it evaluates WHERE).
+# under the limit. No row changed means refused (SQLite and PostgreSQL both count a DO UPDATE whose
+# WHERE fails as no change; a row count is cheaper here than RETURNING). Two writers cannot both
+# take the last slot, because the engine checks the condition against the row as the other writer
+# left it (SQLite by serialising writers, PostgreSQL by locking the conflicting row before it
+# evaluates WHERE).
 _TAKE = (
     "INSERT INTO quota_counters (scope, subject, window_start, count) "
     "VALUES (:scope, :subject, :window, 1) "
     "ON CONFLICT (scope, subject, window_start) DO UPDATE "
-    "SET count = quota_counters.count + 1 WHERE quota_counters.count < :limit "
-    "RETURNING count"
+    "SET count = quota_counters.count + 1 WHERE quota_counters.count < :limit"
 )
 
 
@@ -44,10 +45,10 @@ class SqlQuotas:
             "AND window_start < :window",
             {"scope": scope, "subject": subject, "window": window},
         )
-        taken = self._sql.one(
+        taken = self._sql.run(
             _TAKE, {"scope": scope, "subject": subject, "window": window, "limit": limit}
         )
-        return None if taken is not None else retry
+        return None if taken == 1 else retry
 
     def used(self, scope: str, subject: str, now: float) -> int:
         """Uses counted in the window that holds `now`."""

@@ -106,6 +106,7 @@ class SqlSessions:
 
     def __init__(self, sql: Executor) -> None:
         self._sql = sql
+        # A live session is due at the earlier of its hard and idle expiry.
         self._next_deadline = _next_deadline_sql(sql.dialect.least("expires_at", "idle_expires_at"))
         self._idle = sql.dialect.least("expires_at", ":idle_expires_at")
 
