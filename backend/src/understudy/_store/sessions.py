@@ -387,8 +387,8 @@ def _next_deadline_sql(live_due: str) -> str:
 """  # noqa: S608
 
 
-def _row(row: dict[str, Any]) -> SessionRow:
-    data = dict(row)
+def _row(data: dict[str, Any]) -> SessionRow:
+    # The executor's dict is fresh for each row, so it is decoded in place.
     data["allowed_origins"] = json.loads(data["allowed_origins"])
     data["capacity_held"] = bool(data["capacity_held"])
     return SessionRow(**data)
