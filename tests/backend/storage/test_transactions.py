@@ -70,3 +70,9 @@ async def test_a_turn_that_conflicts_rolls_back_alone_and_the_others_become_dura
     with engine.open().read() as r:  # what another connection sees is what was committed
         assert r.sessions.get("s1-ok") is not None and r.sessions.get("s2-ok") is not None
         assert r.sessions.get("s0-ok") is None
+
+
+def test_a_missing_required_value_is_not_reported_as_a_conflict(storage: Storage) -> None:
+    with pytest.raises(Exception) as caught, storage.transaction() as tx:
+        tx.sessions.insert(new_session(status=None))
+    assert not isinstance(caught.value, ConflictError)

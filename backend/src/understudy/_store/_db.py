@@ -171,10 +171,9 @@ class Database:
         self._conn.close()
 
 
-# SQLite names the constraint in the message: "UNIQUE constraint failed: …" for both UNIQUE and
-# PRIMARY KEY columns; NOT NULL, CHECK and FOREIGN KEY failures are programming errors, not
-# conflicts, and stay sqlite3 errors.
-_CONFLICT_PREFIX = "UNIQUE constraint failed"
+# The extended result codes of a taken key (a primary key or a unique index). NOT NULL, CHECK and
+# FOREIGN KEY failures are programming errors, not conflicts, and stay sqlite3 errors.
+_CONFLICTS = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
 
 
 class SqliteExecutor:
@@ -191,7 +190,7 @@ class SqliteExecutor:
         try:
             return self._conn.execute(sql, params if params is not None else {})
         except sqlite3.IntegrityError as exc:
-            if str(exc).startswith(_CONFLICT_PREFIX):
+            if exc.sqlite_errorname in _CONFLICTS:
                 raise ConflictError(str(exc)) from exc
             raise
 
