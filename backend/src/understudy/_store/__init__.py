@@ -1,7 +1,11 @@
-"""The storage layer: all SQL lives here, a module per aggregate; callers use typed functions.
+"""The storage layer: all SQL lives here, a module per aggregate, behind a seam.
 
-The SQL stays portable to PostgreSQL (`INSERT … ON CONFLICT`, no SQLite-only functions in logic),
-so a second implementation can be added behind the same functions.
+`_ports.py` declares one repository protocol per aggregate and the `Storage` that hands them out
+in transactions; `Database.storage` is the SQLite engine. The SQL is portable to PostgreSQL
+(named parameters rendered by a `Dialect`, `INSERT … ON CONFLICT`, `RETURNING`, no `rowid`, no
+scalar `MIN(a, b)`), so a second engine brings an executor and a dialect and must pass the
+contract suite in `tests/backend/storage/`. The module functions (`sessions.get(db, …)`) are the
+first API and delegate to the repositories.
 """
 
 from understudy._store import (
@@ -17,6 +21,7 @@ from understudy._store import (
     vault,
 )
 from understudy._store._db import Database
+from understudy._store._errors import ConflictError, StorageError
 from understudy._store._migrations import (
     LATEST,
     SchemaTooNewError,
@@ -24,11 +29,15 @@ from understudy._store._migrations import (
     current_version,
     migrate,
 )
+from understudy._store._storage import SqliteStorage
 
 __all__ = [
     "LATEST",
+    "ConflictError",
     "Database",
     "SchemaTooNewError",
+    "SqliteStorage",
+    "StorageError",
     "blocked",
     "check_supported",
     "close_requests",

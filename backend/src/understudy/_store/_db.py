@@ -19,11 +19,17 @@ import asyncio
 import logging
 import sqlite3
 from contextlib import contextmanager, suppress
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
+from understudy._store._errors import ConflictError
+from understudy._store._sql import SQLITE, Dialect
+
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from pathlib import Path
+
+    from understudy._store._storage import SqliteStorage
 
 Row = sqlite3.Row
 log = logging.getLogger(__name__)
@@ -54,6 +60,14 @@ class Database:
         self._group: asyncio.Future[None] | None = None  # the open group's commit
         self.commits = 0  # COMMITs issued (each one fsync under FULL), for tests and benchmarks
         self.turns = 0  # transactions taken
+        self.sql = SqliteExecutor(self._conn)  # what repositories run their statements on
+
+    @cached_property
+    def storage(self) -> SqliteStorage:
+        """This database behind the storage seam (`understudy._store._ports.Storage`)."""
+        from understudy._store._storage import SqliteStorage  # a cycle at import time
+
+        return SqliteStorage(self)
 
     def data_version(self) -> int:
         """A number that changes whenever another connection (another process) has committed.
@@ -155,3 +169,38 @@ class Database:
     def close(self) -> None:
         self._commit_group()  # a group still open is committed, not lost
         self._conn.close()
+
+
+# The extended result codes of a taken key (a primary key or a unique index). NOT NULL, CHECK and
+# FOREIGN KEY failures are programming errors, not conflicts, and stay sqlite3 errors.
+_CONFLICTS = frozenset({"SQLITE_CONSTRAINT_PRIMARYKEY", "SQLITE_CONSTRAINT_UNIQUE"})
+
+
+class SqliteExecutor:
+    """The SQLite side of `understudy._store._sql.Executor`, on the process's one connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    @property
+    def dialect(self) -> Dialect:
+        return SQLITE
+
+    def _cursor(self, sql: str, params: Mapping[str, Any] | None) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params if params is not None else {})
+        except sqlite3.IntegrityError as exc:
+            if exc.sqlite_errorname in _CONFLICTS:
+                raise ConflictError(str(exc)) from exc
+            raise
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        # fetchall() also steps a RETURNING statement to its end, so its changes are complete.
+        return [dict(r) for r in self._cursor(sql, params).fetchall()]
+
+    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._cursor(sql, params).rowcount

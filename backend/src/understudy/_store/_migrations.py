@@ -7,10 +7,14 @@ knows, because it would not understand the data.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
+
+from understudy._store._sql import SQLITE
 
 if TYPE_CHECKING:
     from understudy._store._db import Database
+    from understudy._store._sql import Dialect
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (
@@ -179,6 +183,31 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        6,
+        "insertion order for dialogs and blocked navigations, without relying on SQLite's rowid",
+        """
+        -- Ties on seen_at were broken by rowid, which PostgreSQL has no equivalent of; a
+        -- per-session sequence number keeps "newest first" exact. Existing rows are numbered by
+        -- (seen_at, id).
+        ALTER TABLE dialogs ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE dialogs SET seq = (
+            SELECT COUNT(*) FROM dialogs AS earlier
+             WHERE earlier.session_id = dialogs.session_id
+               AND (earlier.seen_at < dialogs.seen_at
+                    OR (earlier.seen_at = dialogs.seen_at
+                        AND earlier.dialog_id <= dialogs.dialog_id))
+        );
+        ALTER TABLE blocked_navigations ADD COLUMN seq INTEGER NOT NULL DEFAULT 0;
+        UPDATE blocked_navigations SET seq = (
+            SELECT COUNT(*) FROM blocked_navigations AS earlier
+             WHERE earlier.session_id = blocked_navigations.session_id
+               AND (earlier.seen_at < blocked_navigations.seen_at
+                    OR (earlier.seen_at = blocked_navigations.seen_at
+                        AND earlier.blocked_id <= blocked_navigations.blocked_id))
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]
@@ -186,6 +215,90 @@ LATEST = MIGRATIONS[-1][0]
 
 class SchemaTooNewError(RuntimeError):
     """The database was migrated by a newer binary."""
+
+
+class MigrationSyntaxError(ValueError):
+    """A migration's text does not end where it should (an unclosed string, comment or block)."""
+
+
+# One token each: a quoted string or identifier, a comment, a dollar-quoted body, a word, or any
+# other single character. Statement ends (`;`) are only ever looked for among the last kind.
+_TOKEN = re.compile(
+    r"""
+      (?P<quoted>'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`|\[[^\]]*\])
+    | (?P<line_comment>--[^\n]*)
+    | (?P<block_comment>/\*.*?\*/)
+    | (?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z0-9_]*)?\$.*?\$(?P=tag)\$)
+    | (?P<word>[A-Za-z_][A-Za-z0-9_$]*)
+    | (?P<other>.)
+    """,
+    re.VERBOSE | re.DOTALL,
+)
+_OPENERS = frozenset({"'", '"', "`", "["})
+_DOLLAR_OPEN = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def split_statements(script: str) -> list[str]:
+    """Split a migration script into statements at each top-level `;`.
+
+    A `;` inside a string literal, a quoted identifier, a comment, a dollar-quoted body
+    (PostgreSQL) or a trigger's `BEGIN … END` body does not end a statement; `CASE … END` inside
+    a trigger body is counted so that its `END` does not close the body. Comments stay in the
+    statement text (both engines accept them); statements that hold only comments are dropped.
+
+    Raises:
+        MigrationSyntaxError: a string, comment or trigger body is still open at the end.
+    """
+    statements: list[str] = []
+    start = 0
+    depth = 0  # open BEGIN/CASE blocks inside a CREATE TRIGGER
+    words: list[str] = []  # the statement's leading words, to recognise CREATE [TEMP] TRIGGER
+    meaningful = False
+    pos = 0
+    while pos < len(script):
+        match = _TOKEN.match(script, pos)
+        assert match is not None  # noqa: S101 - `other` matches any character
+        pos = match.end()
+        kind = match.lastgroup
+        if kind == "other":
+            char = match.group()
+            if (
+                char in _OPENERS
+                or script.startswith("/*", match.start())
+                or _DOLLAR_OPEN.match(script, match.start())
+            ):
+                raise MigrationSyntaxError(
+                    f"unterminated quote or comment at offset {match.start()}: "
+                    f"{script[match.start() : match.start() + 40]!r}"
+                )
+            if char == ";" and depth == 0:
+                if meaningful:
+                    statements.append(script[start : match.start()].strip())
+                start, words, meaningful = pos, [], False
+                continue
+            if not char.isspace():
+                meaningful = True
+        elif kind == "word":
+            meaningful = True
+            word = match.group().upper()
+            if len(words) < 4:
+                words.append(word)
+            if _is_trigger(words):
+                if word in ("BEGIN", "CASE"):
+                    depth += 1
+                elif word == "END" and depth:
+                    depth -= 1
+        elif kind in ("quoted", "dollar"):
+            meaningful = True
+    if depth:
+        raise MigrationSyntaxError("a trigger body is not closed by END")
+    if meaningful:
+        statements.append(script[start:].strip())
+    return statements
+
+
+def _is_trigger(words: list[str]) -> bool:
+    return words[:1] == ["CREATE"] and "TRIGGER" in words[1:4]
 
 
 def current_version(db: Database) -> int:
@@ -212,20 +325,26 @@ def check_supported(db: Database) -> int:
     return version
 
 
-def migrate(db: Database, now: float) -> list[int]:
-    """Apply every pending migration; returns the versions applied."""
+def migrate(db: Database, now: float, *, dialect: Dialect = SQLITE) -> list[int]:
+    """Apply every pending migration, each in one transaction; returns the versions applied.
+
+    Each statement passes through `dialect.ddl` first, so an engine can map the column types of
+    released migrations (which are never edited) to its own.
+    """
     version = check_supported(db)
     applied = []
     for number, description, sql in MIGRATIONS:
         if number <= version:
             continue
-        with db.transaction() as conn:
-            for statement in sql.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_migrations (version, description, applied_at) VALUES (?, ?, ?)",
-                (number, description, now),
+        with db.transaction():
+            for statement in split_statements(sql):
+                db.execute(dialect.ddl(statement))
+            db.execute(
+                dialect.render(
+                    "INSERT INTO schema_migrations (version, description, applied_at) "
+                    "VALUES (:version, :description, :now)"
+                ),
+                {"version": number, "description": description, "now": now},
             )
         applied.append(number)
     return applied

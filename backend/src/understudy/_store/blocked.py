@@ -7,42 +7,29 @@ in the session status and never reaches logs or telemetry.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from understudy._store._seen import SeenRecords
 
 if TYPE_CHECKING:
     from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 KEEP_PAYLOADS = 50
+
+
+def repository(sql: Executor) -> SeenRecords:
+    """The blocked-navigations table as a `understudy._store._ports.SeenRecordRepository`."""
+    return SeenRecords(sql, table="blocked_navigations", key="blocked_id", keep=KEEP_PAYLOADS)
 
 
 def record(
     db: Database, session_id: str, blocked_id: str, payload: dict[str, Any], now: float
 ) -> bool:
     """Store a record; False when its id was already seen (a redelivery)."""
-    inserted = (
-        db.execute(
-            "INSERT INTO blocked_navigations (session_id, blocked_id, record, seen_at) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, blocked_id) DO NOTHING",
-            (session_id, blocked_id, json.dumps(payload), now),
-        )
-        == 1
-    )
-    if inserted:
-        db.execute(
-            "UPDATE blocked_navigations SET record = NULL WHERE session_id = ? AND record IS NOT "
-            "NULL AND blocked_id NOT IN (SELECT blocked_id FROM blocked_navigations WHERE "
-            "session_id = ? AND record IS NOT NULL ORDER BY seen_at DESC, rowid DESC LIMIT ?)",
-            (session_id, session_id, KEEP_PAYLOADS),
-        )
-    return inserted
+    return db.storage.repos.blocked.record(session_id, blocked_id, payload, now)
 
 
 def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
     """The newest records with a payload, newest first."""
-    rows = db.query(
-        "SELECT record FROM blocked_navigations WHERE session_id = ? AND record IS NOT NULL "
-        "ORDER BY seen_at DESC, rowid DESC LIMIT ?",
-        (session_id, KEEP_PAYLOADS),
-    )
-    return [json.loads(r["record"]) for r in rows]
+    return db.storage.repos.blocked.newest(session_id)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 
 @dataclass(frozen=True)
@@ -23,30 +24,58 @@ class CloseRequest:
     outcome: str | None  # the session's status once the close began, or "not_found"
 
 
+class SqlCloseRequests:
+    """`understudy._store._ports.CloseRequestRepository` in portable SQL."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    def request(self, session_id: str, now: float) -> None:
+        """Ask for a close; asking again re-opens a request that was already applied."""
+        self._sql.run(
+            "INSERT INTO close_requests (session_id, requested_at) VALUES (:sid, :now) "
+            "ON CONFLICT (session_id) DO UPDATE SET requested_at = excluded.requested_at, "
+            "done_at = NULL, outcome = NULL",
+            {"sid": session_id, "now": now},
+        )
+
+    def pending(self) -> list[str]:
+        """Sessions with a close not yet applied, oldest request first."""
+        rows = self._sql.rows(
+            "SELECT session_id FROM close_requests WHERE done_at IS NULL "
+            "ORDER BY requested_at, session_id"
+        )
+        return [r["session_id"] for r in rows]
+
+    def get(self, session_id: str) -> CloseRequest | None:
+        row = self._sql.one(
+            "SELECT session_id, requested_at, done_at, outcome FROM close_requests "
+            "WHERE session_id = :sid",
+            {"sid": session_id},
+        )
+        return CloseRequest(**row) if row is not None else None
+
+    def done(self, session_id: str, outcome: str, now: float) -> bool:
+        """Record that the close was applied; False when nothing was requested."""
+        changed = self._sql.run(
+            "UPDATE close_requests SET done_at = :now, outcome = :outcome WHERE session_id = :sid",
+            {"now": now, "outcome": outcome, "sid": session_id},
+        )
+        return changed == 1
+
+
 def request(db: Database, session_id: str, now: float) -> None:
     """Ask for a close; asking again re-opens a request that was already applied."""
-    db.execute(
-        "INSERT INTO close_requests (session_id, requested_at) VALUES (?, ?) "
-        "ON CONFLICT (session_id) DO UPDATE SET requested_at = excluded.requested_at, "
-        "done_at = NULL, outcome = NULL",
-        (session_id, now),
-    )
+    db.storage.repos.close_requests.request(session_id, now)
 
 
 def pending(db: Database) -> list[str]:
-    rows = db.query(
-        "SELECT session_id FROM close_requests WHERE done_at IS NULL ORDER BY requested_at"
-    )
-    return [r["session_id"] for r in rows]
+    return db.storage.repos.close_requests.pending()
 
 
 def get(db: Database, session_id: str) -> CloseRequest | None:
-    row = db.one("SELECT * FROM close_requests WHERE session_id = ?", (session_id,))
-    return CloseRequest(**dict(row)) if row is not None else None
+    return db.storage.repos.close_requests.get(session_id)
 
 
 def done(db: Database, session_id: str, outcome: str, now: float) -> None:
-    db.execute(
-        "UPDATE close_requests SET done_at = ?, outcome = ? WHERE session_id = ?",
-        (now, outcome, session_id),
-    )
+    db.storage.repos.close_requests.done(session_id, outcome, now)

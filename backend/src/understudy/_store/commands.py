@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from understudy._commands import CommandState
 
 if TYPE_CHECKING:
     from understudy._store._db import Database, Row
+    from understudy._store._sql import Executor
 
 # The states that hold a session's admission slot, from the enum (never a literal list here).
 OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
@@ -58,13 +59,12 @@ class CommandRow:
 
 
 def insert(db: Database, **values: Any) -> None:
-    values = {**values, "request": json.dumps(values["request"]), "dry_run": int(values["dry_run"])}
-    columns = ", ".join(values)
-    marks = ", ".join(f":{k}" for k in values)
-    db.execute(f"INSERT INTO commands ({columns}) VALUES ({marks})", values)  # noqa: S608
+    """Deprecated: use `SqlCommands.insert` with a `NewCommand`."""
+    db.storage.repos.commands.insert(NewCommand(**values))
 
 
 def update(db: Database, session_id: str, command_id: str, **values: Any) -> None:
+    """Deprecated: use `SqlCommands.readmit`, `grant` or `settle`."""
     unknown = set(values) - _MUTABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
@@ -102,9 +102,155 @@ def sessions_with_open_commands(db: Database) -> list[str]:
     return [r["session_id"] for r in rows]
 
 
-def _row(row: Row) -> CommandRow:
+def _row(row: Row | dict[str, Any]) -> CommandRow:
     data = dict(row)
     data["dry_run"] = bool(data["dry_run"])
     for key in ("request", "result"):
         data[key] = json.loads(data[key]) if data[key] else None
     return CommandRow(**data)
+
+
+@dataclass(frozen=True)
+class NewCommand:
+    """A journal row as admitted (attempt 1, no outcome yet)."""
+
+    session_id: str
+    command_id: str
+    tenant: str
+    actor: str
+    name: str
+    kind: str
+    dry_run: bool
+    fingerprint: str
+    request: dict[str, Any] | None
+    state: str
+    lease_epoch: int
+    browser_epoch: str | None
+    admitted_at: float
+    ready_deadline: float | None
+    deadline: float
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What the extension reported for a command: a result, or an error's code and message."""
+
+    result: dict[str, Any] | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+class SqlCommands:
+    """`understudy._store._ports.CommandRepository` in portable SQL.
+
+    Changes return the row as it is afterwards (`RETURNING`), or None when there is none. The
+    open-state queries are the module's functions, which own the state lists.
+    """
+
+    def __init__(self, sql: Executor, db: Database | None = None) -> None:
+        self._sql = sql
+        self._db = db
+
+    def insert(self, new: NewCommand) -> None:
+        """Journal a new command. Raises `ConflictError` when (session, command id) exists."""
+        values = asdict(new)
+        values["request"] = json.dumps(new.request)
+        values["dry_run"] = int(new.dry_run)
+        columns = ", ".join(values)
+        marks = ", ".join(f":{k}" for k in values)
+        self._sql.run(f"INSERT INTO commands ({columns}) VALUES ({marks})", values)  # noqa: S608
+
+    def get(self, session_id: str, command_id: str) -> CommandRow | None:
+        row = self._sql.one(
+            "SELECT * FROM commands WHERE session_id = :sid AND command_id = :cid",
+            {"sid": session_id, "cid": command_id},
+        )
+        return _row(row) if row is not None else None
+
+    def open_commands(self, session_id: str) -> list[CommandRow]:
+        """The session's commands not yet settled, oldest first."""
+        assert self._db is not None  # noqa: S101 - the state lists' queries run on a Database
+        return open_commands(self._db, session_id)
+
+    def sessions_with_open_commands(self) -> list[str]:
+        assert self._db is not None  # noqa: S101 - as above
+        return sessions_with_open_commands(self._db)
+
+    def _change(
+        self, session_id: str, command_id: str, assignments: str, **params: Any
+    ) -> CommandRow | None:
+        row = self._sql.one(
+            f"UPDATE commands SET {assignments} "  # noqa: S608
+            "WHERE session_id = :sid AND command_id = :cid RETURNING *",
+            {**params, "sid": session_id, "cid": command_id},
+        )
+        return _row(row) if row is not None else None
+
+    def readmit(
+        self,
+        session_id: str,
+        command_id: str,
+        *,
+        state: str,
+        attempt: int,
+        lease_epoch: int,
+        browser_epoch: str | None,
+        request: dict[str, Any] | None,
+        admitted_at: float,
+        ready_deadline: float | None,
+        deadline: float,
+    ) -> CommandRow | None:
+        """A retry of a command that never ran: a new attempt, its errors and end cleared."""
+        return self._change(
+            session_id,
+            command_id,
+            "state = :state, attempt = :attempt, lease_epoch = :lease_epoch, "
+            "browser_epoch = :epoch, request = :request, admitted_at = :admitted, "
+            "ready_deadline = :ready, deadline = :deadline, error_code = NULL, "
+            "error_message = NULL, completed_at = NULL",
+            state=state,
+            attempt=attempt,
+            lease_epoch=lease_epoch,
+            epoch=browser_epoch,
+            request=json.dumps(request) if request is not None else None,
+            admitted=admitted_at,
+            ready=ready_deadline,
+            deadline=deadline,
+        )
+
+    def grant(self, session_id: str, command_id: str, *, state: str) -> CommandRow | None:
+        """The write is granted: its ready deadline is over."""
+        return self._change(
+            session_id, command_id, "state = :state, ready_deadline = NULL", state=state
+        )
+
+    def settle(
+        self,
+        session_id: str,
+        command_id: str,
+        *,
+        state: str,
+        completed_at: float,
+        outcome: CommandOutcome | None = None,
+    ) -> CommandRow | None:
+        """Persist a terminal state. With the extension's `outcome`, its columns are stored and
+        the request's arguments dropped (they are not kept once the outcome is)."""
+        if outcome is None:
+            return self._change(
+                session_id,
+                command_id,
+                "state = :state, completed_at = :done, ready_deadline = NULL",
+                state=state,
+                done=completed_at,
+            )
+        return self._change(
+            session_id,
+            command_id,
+            "state = :state, completed_at = :done, ready_deadline = NULL, result = :result, "
+            "error_code = :code, error_message = :message, request = NULL",
+            state=state,
+            done=completed_at,
+            result=json.dumps(outcome.result) if outcome.result is not None else None,
+            code=outcome.error_code,
+            message=outcome.error_message,
+        )

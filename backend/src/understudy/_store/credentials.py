@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database, Row
+    from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 
 @dataclass(frozen=True)
@@ -35,177 +36,181 @@ class Device:
     local_policy: dict[str, Any] | None
 
 
-def add_api_key(
-    db: Database, *, digest: str, key_id: str, tenant: str, actor: str, now: float
-) -> None:
-    db.execute(
-        "INSERT INTO api_keys (digest, key_id, tenant, actor, created_at) VALUES (?, ?, ?, ?, ?)",
-        (digest, key_id, tenant, actor, now),
-    )
+class SqlApiKeys:
+    """`understudy._store._ports.ApiKeyRepository` (tenants and their keys) in portable SQL."""
 
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
 
-def api_key_by_digest(db: Database, digest: str) -> ApiKey | None:
-    row = db.one("SELECT * FROM api_keys WHERE digest = ?", (digest,))
-    return _key(row) if row is not None else None
-
-
-def revoke_api_key(db: Database, key_id: str, now: float) -> bool:
-    return (
-        db.execute(
-            "UPDATE api_keys SET revoked_at = ? WHERE key_id = ? AND revoked_at IS NULL",
-            (now, key_id),
+    def add(self, *, digest: str, key_id: str, tenant: str, actor: str, now: float) -> None:
+        """Store a key. Raises `ConflictError` when its digest or id exists already."""
+        self._sql.run(
+            "INSERT INTO api_keys (digest, key_id, tenant, actor, created_at) "
+            "VALUES (:digest, :key_id, :tenant, :actor, :now)",
+            {"digest": digest, "key_id": key_id, "tenant": tenant, "actor": actor, "now": now},
         )
-        == 1
-    )
+
+    def by_digest(self, digest: str) -> ApiKey | None:
+        row = self._sql.one("SELECT * FROM api_keys WHERE digest = :digest", {"digest": digest})
+        return _key(row) if row is not None else None
+
+    def revoke(self, key_id: str, now: float) -> bool:
+        """Revoke an active key; False when there is none by that id (or it is revoked)."""
+        changed = self._sql.run(
+            "UPDATE api_keys SET revoked_at = :now WHERE key_id = :key_id AND revoked_at IS NULL",
+            {"now": now, "key_id": key_id},
+        )
+        return changed == 1
+
+    def all(self) -> list[ApiKey]:
+        rows = self._sql.rows("SELECT * FROM api_keys ORDER BY tenant, actor, created_at, key_id")
+        return [_key(r) for r in rows]
+
+    def tenants(self) -> list[str]:
+        """Every tenant that has a key or a device, sorted."""
+        rows = self._sql.rows(
+            "SELECT tenant FROM api_keys UNION SELECT tenant FROM devices ORDER BY tenant"
+        )
+        return [r["tenant"] for r in rows]
 
 
-def list_api_keys(db: Database) -> list[ApiKey]:
-    return [_key(r) for r in db.query("SELECT * FROM api_keys ORDER BY tenant, actor, created_at")]
+class SqlDevices:
+    """`understudy._store._ports.DeviceRepository` in portable SQL."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    def add(self, *, tenant: str, device_id: str, digest: str, now: float) -> None:
+        """Enroll a device. Raises `ConflictError` on a taken id or credential digest."""
+        self._sql.run(
+            "INSERT INTO devices (tenant, device_id, credential_digest, enrolled_at) "
+            "VALUES (:tenant, :device, :digest, :now)",
+            {"tenant": tenant, "device": device_id, "digest": digest, "now": now},
+        )
+
+    def ensure(self, *, tenant: str, device_id: str, digest: str, now: float) -> None:
+        """Record a device known from the `DEVICE_TOKENS` mapping (idempotent)."""
+        self._sql.run(
+            "INSERT INTO devices (tenant, device_id, credential_digest, enrolled_at) "
+            "VALUES (:tenant, :device, :digest, :now) ON CONFLICT (tenant, device_id) "
+            "DO UPDATE SET credential_digest = excluded.credential_digest",
+            {"tenant": tenant, "device": device_id, "digest": digest, "now": now},
+        )
+
+    def rotate_credential(self, tenant: str, device_id: str, digest: str) -> bool:
+        """Give an enrolled, unrevoked device a new credential digest; False when there is none."""
+        changed = self._sql.run(
+            "UPDATE devices SET credential_digest = :digest WHERE tenant = :tenant "
+            "AND device_id = :device AND revoked_at IS NULL",
+            {"digest": digest, "tenant": tenant, "device": device_id},
+        )
+        return changed == 1
+
+    def get(self, tenant: str, device_id: str) -> Device | None:
+        row = self._sql.one(
+            "SELECT * FROM devices WHERE tenant = :tenant AND device_id = :device",
+            {"tenant": tenant, "device": device_id},
+        )
+        return _device(row) if row is not None else None
+
+    def by_digest(self, digest: str) -> Device | None:
+        row = self._sql.one(
+            "SELECT * FROM devices WHERE credential_digest = :digest", {"digest": digest}
+        )
+        return _device(row) if row is not None else None
+
+    def of_tenant(self, tenant: str, *, include_revoked: bool = False) -> list[Device]:
+        """The tenant's devices ordered by id: unrevoked ones, or every one ever enrolled."""
+        active = "" if include_revoked else " AND revoked_at IS NULL"
+        rows = self._sql.rows(
+            f"SELECT * FROM devices WHERE tenant = :tenant{active} ORDER BY device_id",  # noqa: S608
+            {"tenant": tenant},
+        )
+        return [_device(r) for r in rows]
+
+    def all(self) -> list[Device]:
+        return [
+            _device(r) for r in self._sql.rows("SELECT * FROM devices ORDER BY tenant, device_id")
+        ]
+
+    def online_capacity(self) -> tuple[int, int]:
+        """(online devices, tabs their sessions hold), across tenants, for the metrics gauges."""
+        online = self._sql.one(
+            "SELECT COUNT(*) AS n FROM devices WHERE online = 1 AND revoked_at IS NULL"
+        )
+        held = self._sql.one(
+            "SELECT COUNT(*) AS n FROM sessions s JOIN devices d "
+            "ON s.tenant = d.tenant AND s.device_id = d.device_id "
+            "WHERE s.capacity_held = 1 AND d.online = 1 AND d.revoked_at IS NULL"
+        )
+        return (int(online["n"]) if online else 0, int(held["n"]) if held else 0)
+
+    def revoke(self, tenant: str, device_id: str, now: float) -> bool:
+        """Revoke an unrevoked device (it goes offline too); False when there is none."""
+        changed = self._sql.run(
+            "UPDATE devices SET revoked_at = :now, online = 0 WHERE tenant = :tenant "
+            "AND device_id = :device AND revoked_at IS NULL",
+            {"now": now, "tenant": tenant, "device": device_id},
+        )
+        return changed == 1
+
+    def connected(
+        self,
+        tenant: str,
+        device_id: str,
+        *,
+        now: float,
+        browser_epoch: str,
+        protocol_versions: list[int],
+        capabilities: list[str],
+        local_policy: dict[str, Any],
+    ) -> int | None:
+        """Record a hello; returns the new connection epoch (None for an unknown device)."""
+        row = self._sql.one(
+            "UPDATE devices SET online = 1, last_seen_at = :now, browser_epoch = :epoch, "
+            "connection_epoch = connection_epoch + 1, protocol_versions = :versions, "
+            "capabilities = :capabilities, local_policy = :policy "
+            "WHERE tenant = :tenant AND device_id = :device RETURNING connection_epoch",
+            {
+                "now": now,
+                "epoch": browser_epoch,
+                "versions": json.dumps(protocol_versions),
+                "capabilities": json.dumps(capabilities),
+                "policy": json.dumps(local_policy),
+                "tenant": tenant,
+                "device": device_id,
+            },
+        )
+        return int(row["connection_epoch"]) if row is not None else None
+
+    def seen(self, tenant: str, device_id: str, now: float) -> None:
+        """A heartbeat: the device is online and was seen at `now`."""
+        self._sql.run(
+            "UPDATE devices SET last_seen_at = :now, online = 1 "
+            "WHERE tenant = :tenant AND device_id = :device",
+            {"now": now, "tenant": tenant, "device": device_id},
+        )
+
+    def offline(self, tenant: str, device_id: str) -> None:
+        self._sql.run(
+            "UPDATE devices SET online = 0 WHERE tenant = :tenant AND device_id = :device",
+            {"tenant": tenant, "device": device_id},
+        )
+
+    def assigned(self, tenant: str, device_id: str, now: float) -> None:
+        """A session was placed on the device (allocation prefers the least recently used)."""
+        self._sql.run(
+            "UPDATE devices SET last_assigned_at = :now "
+            "WHERE tenant = :tenant AND device_id = :device",
+            {"now": now, "tenant": tenant, "device": device_id},
+        )
 
 
-def _key(row: Row) -> ApiKey:
+def _key(row: dict[str, Any]) -> ApiKey:
     return ApiKey(row["key_id"], row["tenant"], row["actor"], row["created_at"], row["revoked_at"])
 
 
-def add_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
-    db.execute(
-        "INSERT INTO devices (tenant, device_id, credential_digest, enrolled_at) "
-        "VALUES (?, ?, ?, ?)",
-        (tenant, device_id, digest, now),
-    )
-
-
-def ensure_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
-    """Record a device known from the `DEVICE_TOKENS` mapping (idempotent)."""
-    db.execute(
-        "INSERT INTO devices (tenant, device_id, credential_digest, enrolled_at) "
-        "VALUES (?, ?, ?, ?) ON CONFLICT (tenant, device_id) "
-        "DO UPDATE SET credential_digest = excluded.credential_digest",
-        (tenant, device_id, digest, now),
-    )
-
-
-def rotate_device_credential(db: Database, tenant: str, device_id: str, digest: str) -> bool:
-    """Give an enrolled, unrevoked device a new credential digest; False when there is none."""
-    return (
-        db.execute(
-            "UPDATE devices SET credential_digest = ? WHERE tenant = ? AND device_id = ? "
-            "AND revoked_at IS NULL",
-            (digest, tenant, device_id),
-        )
-        == 1
-    )
-
-
-def tenant_devices_all(db: Database, tenant: str) -> list[Device]:
-    """Every device ever enrolled in `tenant`, revoked ones included, ordered by id."""
-    rows = db.query("SELECT * FROM devices WHERE tenant = ? ORDER BY device_id", (tenant,))
-    return [_device(r) for r in rows]
-
-
-def device_by_digest(db: Database, digest: str) -> Device | None:
-    row = db.one("SELECT * FROM devices WHERE credential_digest = ?", (digest,))
-    return _device(row) if row is not None else None
-
-
-def get_device(db: Database, tenant: str, device_id: str) -> Device | None:
-    row = db.one("SELECT * FROM devices WHERE tenant = ? AND device_id = ?", (tenant, device_id))
-    return _device(row) if row is not None else None
-
-
-def tenant_devices(db: Database, tenant: str) -> list[Device]:
-    rows = db.query(
-        "SELECT * FROM devices WHERE tenant = ? AND revoked_at IS NULL ORDER BY device_id",
-        (tenant,),
-    )
-    return [_device(r) for r in rows]
-
-
-def all_devices(db: Database) -> list[Device]:
-    return [_device(r) for r in db.query("SELECT * FROM devices ORDER BY tenant, device_id")]
-
-
-def tenants(db: Database) -> list[str]:
-    rows = db.query("SELECT tenant FROM api_keys UNION SELECT tenant FROM devices ORDER BY tenant")
-    return [r["tenant"] for r in rows]
-
-
-def online_capacity(db: Database) -> tuple[int, int]:
-    """(online devices, tabs their sessions hold), across tenants, for the metrics gauges."""
-    online = db.one("SELECT COUNT(*) AS n FROM devices WHERE online = 1 AND revoked_at IS NULL")
-    held = db.one(
-        "SELECT COUNT(*) AS n FROM sessions s JOIN devices d "
-        "ON s.tenant = d.tenant AND s.device_id = d.device_id "
-        "WHERE s.capacity_held = 1 AND d.online = 1 AND d.revoked_at IS NULL"
-    )
-    return (int(online["n"]) if online else 0, int(held["n"]) if held else 0)
-
-
-def revoke_device(db: Database, tenant: str, device_id: str, now: float) -> bool:
-    return (
-        db.execute(
-            "UPDATE devices SET revoked_at = ?, online = 0 WHERE tenant = ? AND device_id = ? "
-            "AND revoked_at IS NULL",
-            (now, tenant, device_id),
-        )
-        == 1
-    )
-
-
-def device_connected(
-    db: Database,
-    tenant: str,
-    device_id: str,
-    *,
-    now: float,
-    browser_epoch: str,
-    protocol_versions: list[int],
-    capabilities: list[str],
-    local_policy: dict[str, Any],
-) -> int:
-    """Record a hello; returns the new connection epoch."""
-    db.execute(
-        "UPDATE devices SET online = 1, last_seen_at = ?, browser_epoch = ?, "
-        "connection_epoch = connection_epoch + 1, protocol_versions = ?, capabilities = ?, "
-        "local_policy = ? WHERE tenant = ? AND device_id = ?",
-        (
-            now,
-            browser_epoch,
-            json.dumps(protocol_versions),
-            json.dumps(capabilities),
-            json.dumps(local_policy),
-            tenant,
-            device_id,
-        ),
-    )
-    row = db.one(
-        "SELECT connection_epoch FROM devices WHERE tenant = ? AND device_id = ?",
-        (tenant, device_id),
-    )
-    return int(row["connection_epoch"]) if row is not None else 0
-
-
-def device_seen(db: Database, tenant: str, device_id: str, now: float) -> None:
-    db.execute(
-        "UPDATE devices SET last_seen_at = ?, online = 1 WHERE tenant = ? AND device_id = ?",
-        (now, tenant, device_id),
-    )
-
-
-def device_offline(db: Database, tenant: str, device_id: str) -> None:
-    db.execute(
-        "UPDATE devices SET online = 0 WHERE tenant = ? AND device_id = ?", (tenant, device_id)
-    )
-
-
-def device_assigned(db: Database, tenant: str, device_id: str, now: float) -> None:
-    db.execute(
-        "UPDATE devices SET last_assigned_at = ? WHERE tenant = ? AND device_id = ?",
-        (now, tenant, device_id),
-    )
-
-
-def _device(row: Row) -> Device:
+def _device(row: dict[str, Any]) -> Device:
     policy = row["local_policy"]
     return Device(
         tenant=row["tenant"],
@@ -221,3 +226,108 @@ def _device(row: Row) -> Device:
         capabilities=json.loads(row["capabilities"]),
         local_policy=json.loads(policy) if policy else None,
     )
+
+
+# -- module functions: the first API, kept for callers until they take a repository -------------
+
+
+def add_api_key(
+    db: Database, *, digest: str, key_id: str, tenant: str, actor: str, now: float
+) -> None:
+    db.storage.repos.api_keys.add(digest=digest, key_id=key_id, tenant=tenant, actor=actor, now=now)
+
+
+def api_key_by_digest(db: Database, digest: str) -> ApiKey | None:
+    return db.storage.repos.api_keys.by_digest(digest)
+
+
+def revoke_api_key(db: Database, key_id: str, now: float) -> bool:
+    return db.storage.repos.api_keys.revoke(key_id, now)
+
+
+def list_api_keys(db: Database) -> list[ApiKey]:
+    return db.storage.repos.api_keys.all()
+
+
+def tenants(db: Database) -> list[str]:
+    return db.storage.repos.api_keys.tenants()
+
+
+def add_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
+    db.storage.repos.devices.add(tenant=tenant, device_id=device_id, digest=digest, now=now)
+
+
+def ensure_device(db: Database, *, tenant: str, device_id: str, digest: str, now: float) -> None:
+    """Record a device known from the `DEVICE_TOKENS` mapping (idempotent)."""
+    db.storage.repos.devices.ensure(tenant=tenant, device_id=device_id, digest=digest, now=now)
+
+
+def rotate_device_credential(db: Database, tenant: str, device_id: str, digest: str) -> bool:
+    """Give an enrolled, unrevoked device a new credential digest; False when there is none."""
+    return db.storage.repos.devices.rotate_credential(tenant, device_id, digest)
+
+
+def tenant_devices_all(db: Database, tenant: str) -> list[Device]:
+    """Every device ever enrolled in `tenant`, revoked ones included, ordered by id."""
+    return db.storage.repos.devices.of_tenant(tenant, include_revoked=True)
+
+
+def device_by_digest(db: Database, digest: str) -> Device | None:
+    return db.storage.repos.devices.by_digest(digest)
+
+
+def get_device(db: Database, tenant: str, device_id: str) -> Device | None:
+    return db.storage.repos.devices.get(tenant, device_id)
+
+
+def tenant_devices(db: Database, tenant: str) -> list[Device]:
+    return db.storage.repos.devices.of_tenant(tenant)
+
+
+def all_devices(db: Database) -> list[Device]:
+    return db.storage.repos.devices.all()
+
+
+def online_capacity(db: Database) -> tuple[int, int]:
+    """(online devices, tabs their sessions hold), across tenants, for the metrics gauges."""
+    return db.storage.repos.devices.online_capacity()
+
+
+def revoke_device(db: Database, tenant: str, device_id: str, now: float) -> bool:
+    return db.storage.repos.devices.revoke(tenant, device_id, now)
+
+
+def device_connected(
+    db: Database,
+    tenant: str,
+    device_id: str,
+    *,
+    now: float,
+    browser_epoch: str,
+    protocol_versions: list[int],
+    capabilities: list[str],
+    local_policy: dict[str, Any],
+) -> int:
+    """Record a hello; returns the new connection epoch (0 for an unknown device)."""
+    epoch = db.storage.repos.devices.connected(
+        tenant,
+        device_id,
+        now=now,
+        browser_epoch=browser_epoch,
+        protocol_versions=protocol_versions,
+        capabilities=capabilities,
+        local_policy=local_policy,
+    )
+    return epoch if epoch is not None else 0
+
+
+def device_seen(db: Database, tenant: str, device_id: str, now: float) -> None:
+    db.storage.repos.devices.seen(tenant, device_id, now)
+
+
+def device_offline(db: Database, tenant: str, device_id: str) -> None:
+    db.storage.repos.devices.offline(tenant, device_id)
+
+
+def device_assigned(db: Database, tenant: str, device_id: str, now: float) -> None:
+    db.storage.repos.devices.assigned(tenant, device_id, now)

@@ -3,46 +3,32 @@ tombstones for the rest of the session's life."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
+
+from understudy._store._seen import SeenRecords
 
 if TYPE_CHECKING:
     from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 KEEP_PAYLOADS = 50
+
+
+def repository(sql: Executor) -> SeenRecords:
+    """The dialogs table as a `understudy._store._ports.SeenRecordRepository`."""
+    return SeenRecords(sql, table="dialogs", key="dialog_id", keep=KEEP_PAYLOADS)
 
 
 def record(
     db: Database, session_id: str, dialog_id: str, payload: dict[str, Any], now: float
 ) -> bool:
     """Store a dialog; False when its id was already seen (a redelivery)."""
-    inserted = (
-        db.execute(
-            "INSERT INTO dialogs (session_id, dialog_id, record, seen_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (session_id, dialog_id) DO NOTHING",
-            (session_id, dialog_id, json.dumps(payload), now),
-        )
-        == 1
-    )
-    if inserted:
-        db.execute(
-            "UPDATE dialogs SET record = NULL WHERE session_id = ? AND record IS NOT NULL AND "
-            "dialog_id NOT IN (SELECT dialog_id FROM dialogs WHERE session_id = ? AND record IS "
-            "NOT NULL ORDER BY seen_at DESC, rowid DESC LIMIT ?)",
-            (session_id, session_id, KEEP_PAYLOADS),
-        )
-    return inserted
+    return db.storage.repos.dialogs.record(session_id, dialog_id, payload, now)
 
 
 def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
-    rows = db.query(
-        "SELECT record FROM dialogs WHERE session_id = ? AND record IS NOT NULL "
-        "ORDER BY seen_at DESC, rowid DESC LIMIT ?",
-        (session_id, KEEP_PAYLOADS),
-    )
-    return [json.loads(r["record"]) for r in rows]
+    return db.storage.repos.dialogs.newest(session_id)
 
 
 def seen_count(db: Database, session_id: str) -> int:
-    row = db.one("SELECT COUNT(*) AS n FROM dialogs WHERE session_id = ?", (session_id,))
-    return int(row["n"]) if row is not None else 0
+    return db.storage.repos.dialogs.seen_count(session_id)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database, Row
+    from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 
 @dataclass(frozen=True)
@@ -17,52 +18,89 @@ class OperatorToken:
     revoked_at: float | None
 
 
+class SqlOperators:
+    """`understudy._store._ports.OperatorRepository` in portable SQL."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    def add_token(self, *, digest: str, token_id: str, name: str, now: float) -> None:
+        """Store a token. Raises `ConflictError` when its digest or id exists already."""
+        self._sql.run(
+            "INSERT INTO operator_tokens (digest, token_id, name, created_at) "
+            "VALUES (:digest, :token_id, :name, :now)",
+            {"digest": digest, "token_id": token_id, "name": name, "now": now},
+        )
+
+    def token_by_digest(self, digest: str) -> OperatorToken | None:
+        row = self._sql.one(
+            "SELECT * FROM operator_tokens WHERE digest = :digest", {"digest": digest}
+        )
+        return _token(row) if row is not None else None
+
+    def any_active(self) -> bool:
+        """Whether at least one unrevoked operator token exists (else the operator API is off)."""
+        found = self._sql.one(
+            "SELECT 1 AS one FROM operator_tokens WHERE revoked_at IS NULL LIMIT 1"
+        )
+        return found is not None
+
+    def revoke_token(self, token_id: str, now: float) -> bool:
+        changed = self._sql.run(
+            "UPDATE operator_tokens SET revoked_at = :now "
+            "WHERE token_id = :token_id AND revoked_at IS NULL",
+            {"now": now, "token_id": token_id},
+        )
+        return changed == 1
+
+    def tokens(self) -> list[OperatorToken]:
+        rows = self._sql.rows("SELECT * FROM operator_tokens ORDER BY created_at, token_id")
+        return [_token(r) for r in rows]
+
+    def unattended_flag(self, tenant: str) -> bool:
+        row = self._sql.one(
+            "SELECT unattended_enabled FROM tenant_settings WHERE tenant = :tenant",
+            {"tenant": tenant},
+        )
+        return row is not None and bool(row["unattended_enabled"])
+
+    def set_unattended_flag(self, tenant: str, enabled: bool, now: float) -> None:
+        self._sql.run(
+            "INSERT INTO tenant_settings (tenant, unattended_enabled, updated_at) "
+            "VALUES (:tenant, :enabled, :now) ON CONFLICT (tenant) DO UPDATE SET "
+            "unattended_enabled = excluded.unattended_enabled, updated_at = excluded.updated_at",
+            {"tenant": tenant, "enabled": int(enabled), "now": now},
+        )
+
+
+def _token(row: dict[str, Any]) -> OperatorToken:
+    return OperatorToken(row["token_id"], row["name"], row["created_at"], row["revoked_at"])
+
+
 def add_token(db: Database, *, digest: str, token_id: str, name: str, now: float) -> None:
-    db.execute(
-        "INSERT INTO operator_tokens (digest, token_id, name, created_at) VALUES (?, ?, ?, ?)",
-        (digest, token_id, name, now),
-    )
+    db.storage.repos.operators.add_token(digest=digest, token_id=token_id, name=name, now=now)
 
 
 def token_by_digest(db: Database, digest: str) -> OperatorToken | None:
-    row = db.one("SELECT * FROM operator_tokens WHERE digest = ?", (digest,))
-    return _token(row) if row is not None else None
+    return db.storage.repos.operators.token_by_digest(digest)
 
 
 def any_active(db: Database) -> bool:
     """Whether at least one unrevoked operator token exists (else the operator API is off)."""
-    return (
-        db.one("SELECT 1 AS one FROM operator_tokens WHERE revoked_at IS NULL LIMIT 1") is not None
-    )
+    return db.storage.repos.operators.any_active()
 
 
 def revoke_token(db: Database, token_id: str, now: float) -> bool:
-    return (
-        db.execute(
-            "UPDATE operator_tokens SET revoked_at = ? WHERE token_id = ? AND revoked_at IS NULL",
-            (now, token_id),
-        )
-        == 1
-    )
+    return db.storage.repos.operators.revoke_token(token_id, now)
 
 
 def list_tokens(db: Database) -> list[OperatorToken]:
-    return [_token(r) for r in db.query("SELECT * FROM operator_tokens ORDER BY created_at")]
-
-
-def _token(row: Row) -> OperatorToken:
-    return OperatorToken(row["token_id"], row["name"], row["created_at"], row["revoked_at"])
+    return db.storage.repos.operators.tokens()
 
 
 def unattended_flag(db: Database, tenant: str) -> bool:
-    row = db.one("SELECT unattended_enabled FROM tenant_settings WHERE tenant = ?", (tenant,))
-    return row is not None and bool(row["unattended_enabled"])
+    return db.storage.repos.operators.unattended_flag(tenant)
 
 
 def set_unattended_flag(db: Database, tenant: str, enabled: bool, now: float) -> None:
-    db.execute(
-        "INSERT INTO tenant_settings (tenant, unattended_enabled, updated_at) VALUES (?, ?, ?) "
-        "ON CONFLICT (tenant) DO UPDATE SET unattended_enabled = excluded.unattended_enabled, "
-        "updated_at = excluded.updated_at",
-        (tenant, int(enabled), now),
-    )
+    db.storage.repos.operators.set_unattended_flag(tenant, enabled, now)

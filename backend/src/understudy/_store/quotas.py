@@ -7,8 +7,58 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from understudy._store._db import Database
+    from understudy._store._sql import Executor
 
 WINDOW_S = 60
+
+# One statement decides and counts: a new window starts at 1; an existing one goes up only while
+# under the limit. No row changed means refused (SQLite and PostgreSQL both count a DO UPDATE whose
+# WHERE fails as no change; a row count is cheaper here than RETURNING). Two writers cannot both
+# take the last slot, because the engine checks the condition against the row as the other writer
+# left it (SQLite by serialising writers, PostgreSQL by locking the conflicting row before it
+# evaluates WHERE).
+_TAKE = (
+    "INSERT INTO quota_counters (scope, subject, window_start, count) "
+    "VALUES (:scope, :subject, :window, 1) "
+    "ON CONFLICT (scope, subject, window_start) DO UPDATE "
+    "SET count = quota_counters.count + 1 WHERE quota_counters.count < :limit"
+)
+
+
+class SqlQuotas:
+    """`understudy._store._ports.QuotaRepository` in portable SQL."""
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
+
+    def take(self, scope: str, subject: str, limit: int, now: float) -> float | None:
+        """Count one use; None when within `limit`, else seconds until the window resets.
+
+        A refused use is not counted, so a caller that waits gets its slot.
+        """
+        window = int(now // WINDOW_S) * WINDOW_S
+        retry = float(max(1, math.ceil(window + WINDOW_S - now)))
+        if limit <= 0:
+            return retry
+        self._sql.run(
+            "DELETE FROM quota_counters WHERE scope = :scope AND subject = :subject "
+            "AND window_start < :window",
+            {"scope": scope, "subject": subject, "window": window},
+        )
+        taken = self._sql.run(
+            _TAKE, {"scope": scope, "subject": subject, "window": window, "limit": limit}
+        )
+        return None if taken == 1 else retry
+
+    def used(self, scope: str, subject: str, now: float) -> int:
+        """Uses counted in the window that holds `now`."""
+        window = int(now // WINDOW_S) * WINDOW_S
+        row = self._sql.one(
+            "SELECT count FROM quota_counters WHERE scope = :scope AND subject = :subject "
+            "AND window_start = :window",
+            {"scope": scope, "subject": subject, "window": window},
+        )
+        return int(row["count"]) if row is not None else 0
 
 
 def take(db: Database, scope: str, subject: str, limit: int, now: float) -> float | None:
@@ -16,21 +66,4 @@ def take(db: Database, scope: str, subject: str, limit: int, now: float) -> floa
 
     A refused use is not counted, so a caller that waits gets its slot.
     """
-    window = int(now // WINDOW_S) * WINDOW_S
-    db.execute(
-        "DELETE FROM quota_counters WHERE scope = ? AND subject = ? AND window_start < ?",
-        (scope, subject, window),
-    )
-    row = db.one(
-        "SELECT count FROM quota_counters WHERE scope = ? AND subject = ? AND window_start = ?",
-        (scope, subject, window),
-    )
-    used = int(row["count"]) if row is not None else 0
-    if used >= limit:
-        return float(max(1, math.ceil(window + WINDOW_S - now)))
-    db.execute(
-        "INSERT INTO quota_counters (scope, subject, window_start, count) VALUES (?, ?, ?, 1) "
-        "ON CONFLICT (scope, subject, window_start) DO UPDATE SET count = count + 1",
-        (scope, subject, window),
-    )
-    return None
+    return db.storage.repos.quotas.take(scope, subject, limit, now)

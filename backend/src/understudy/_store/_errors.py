@@ -1,0 +1,15 @@
+"""Errors every storage implementation raises the same way, whatever its driver says."""
+
+from __future__ import annotations
+
+
+class StorageError(RuntimeError):
+    """A storage operation failed for a reason the caller may want to tell apart."""
+
+
+class ConflictError(StorageError):
+    """A row with the same unique key exists already (primary key or unique index).
+
+    The transaction it happened in is to be rolled back: let the error leave the
+    `transaction()` block (PostgreSQL aborts the transaction at the first error anyway).
+    """
