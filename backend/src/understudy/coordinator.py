@@ -97,7 +97,9 @@ class TenantCoordinator:
         self.tenant = tenant
         self._devices = devices
         self._sessions = sessions
-        self._waiters: dict[str, asyncio.Event] = {}
+        # Each waiter has its own event: a waiter that saw the change before its turn delivered
+        # must not take the wake-up away from one still waiting for it.
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         timer = Timer(
             clock=base.clock,
             due=self._next_deadline,
@@ -125,8 +127,7 @@ class TenantCoordinator:
         for session_id in out.demote:
             await self._sessions.demote(session_id)
         for session_id in out.wake:
-            event = self._waiters.get(session_id)
-            if event is not None:
+            for event in self._waiters.get(session_id, ()):
                 event.set()
 
     # -- consumer operations -------------------------------------------------------------------
@@ -224,7 +225,9 @@ class TenantCoordinator:
     async def wait_connected(self, session_id: str, timeout_s: float = CREATE_WAIT_S) -> SessionRow:
         """Wait (on the injected clock) until the session leaves provisioning, or the timeout."""
         deadline = self.clock.now() + timeout_s
-        event = self._waiters.setdefault(session_id, asyncio.Event())
+        event = asyncio.Event()
+        waiting = self._waiters.setdefault(session_id, set())
+        waiting.add(event)
         try:
             while True:
                 row = store.require(self.db, session_id)
@@ -233,7 +236,9 @@ class TenantCoordinator:
                 event.clear()
                 await wait_until(event, self.clock, deadline)
         finally:
-            self._waiters.pop(session_id, None)
+            waiting.discard(event)
+            if not waiting:
+                self._waiters.pop(session_id, None)
 
     async def create_attended(self, actor: str) -> SessionRow:
         def body(out: Outbox, now: float) -> SessionRow:
