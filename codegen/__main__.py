@@ -4,6 +4,9 @@ Writes, each only when its content changes:
 - `backend/src/understudy/generated/` and `connector/src/understudy_connector/generated/`:
   Pydantic v2 models (datamodel-code-generator) and their base class;
 - `extension/src/generated/wire.ts`: TypeScript types (json-schema-to-typescript);
+- the protocol constants (`backend/src/understudy/generated/protocol.py`,
+  `extension/src/generated/protocol.ts`) and the frame decoder's field tables
+  (`extension/src/generated/frames.ts`), see `codegen/_protocol.py`;
 - `docs/reference/`: the API reference and the frames reference, self-contained HTML;
 - from `spec/synthetic-users/`: `synthetic-users/src/synthetic_users/generated/` (its Pydantic
   models and catalog) and `docs/reference/synthetic-users-api.html`.

@@ -12,6 +12,7 @@ import jsonschema
 from openapi_spec_validator import validate as validate_openapi
 
 from codegen._bundle import OPENAPI, SPEC, Spec, SpecError, resolve
+from codegen._protocol import check_constants
 
 Json = dict[str, Any]
 KINDS = {"read", "write"}
@@ -22,6 +23,7 @@ def check_meaning(spec: Spec) -> None:
     _check_documents(spec, OPENAPI.as_uri(), "frames")
     _check_catalog(spec)
     _check_problems(spec)
+    check_constants(spec)
 
 
 def check_synthetic_users_meaning(spec: Spec) -> None:
