@@ -41,6 +41,7 @@ from understudy._connection import (
     CLOSE_FRAME_RATE,
     CLOSE_HELLO_TIMEOUT,
     CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_NOT_AUTHORITATIVE,
     CLOSE_TICKET_REFUSED,
 )
 from understudy._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
@@ -987,7 +988,7 @@ async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
     try:
         claims = await _ticket(socket, "device")
     except _Refused:
-        await socket.close(code=4403, reason="origin refused")
+        await socket.close(code=CLOSE_NOT_AUTHORITATIVE, reason="origin refused")
         return
     if claims is None:
         await _refuse(socket)
@@ -998,7 +999,7 @@ async def device_socket(socket: WebSocket[Any, Any, Any]) -> None:
     conn = _WsConnection(socket)
     serial = await agent.accept(conn, claims)
     if serial is None:
-        await socket.close(code=4401, reason="ticket refused")
+        await socket.close(code=CLOSE_TICKET_REFUSED, reason="ticket refused")
         return
     rate = services.settings.connection_limits.socket_frames_per_s
     try:
@@ -1012,7 +1013,7 @@ async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[
     try:
         claims = await _ticket(socket, "session", session_id)
     except _Refused:
-        await socket.close(code=4403, reason="origin refused")
+        await socket.close(code=CLOSE_NOT_AUTHORITATIVE, reason="origin refused")
         return
     if claims is None:
         await _refuse(socket)
@@ -1022,7 +1023,7 @@ async def session_socket(socket: WebSocket[Any, Any, Any], session_id: FromPath[
     await socket.accept()
     serial = await agent.accept(_WsConnection(socket), claims)
     if serial is None:
-        await socket.close(code=4401, reason="ticket refused")
+        await socket.close(code=CLOSE_TICKET_REFUSED, reason="ticket refused")
         return
     # Up to three frames per command the session quota admits (write_ready, result, a dialog).
     quota = services.settings.quota.commands_per_session_per_min
