@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -20,15 +21,17 @@ from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
-from understudy._store import credentials, operators
+from understudy._store import commands, credentials, operators, sessions
 from understudy.app import create_app
 from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable
     from pathlib import Path
 
     from understudy._services import Services
+
+T = TypeVar("T")
 
 ORIGINS = ["https://example.com"]
 
@@ -110,9 +113,40 @@ class Backend:
         return sim
 
     async def settle(self, rounds: int = 50) -> None:
-        """Let in-flight frames and actor turns finish (real sockets need real loop turns)."""
+        """Let in-flight frames and actor turns finish (real sockets need real loop turns).
+
+        Only for letting work run before the manual clock moves; a test that checks something
+        happened, or did not, waits for an observable event instead (`until`).
+        """
         for _ in range(rounds):
             await asyncio.sleep(0.002)
+
+    async def until(self, predicate: Callable[[], T], what: str, within: float = 5.0) -> T:
+        """Wait, in real time, until `predicate()` is truthy and return it; fail naming `what`.
+
+        Polls on the event loop, so actor turns and socket reads run in between. To show that
+        something did not happen, wait for a later event that would have followed it.
+        """
+        deadline = time.monotonic() + within
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {within} s: {what}")
+            await asyncio.sleep(0.002)
+
+    def command(self, session_id: str, command_id: str) -> commands.CommandRow | None:
+        """The backend's journal row of a command, once admitted."""
+        return commands.get(self.services.db, session_id, command_id)
+
+    def command_state(self, session_id: str, command_id: str) -> str | None:
+        row = self.command(session_id, command_id)
+        return None if row is None else row.state
+
+    def session_status(self, session_id: str) -> str | None:
+        row = sessions.get(self.services.db, session_id)
+        return None if row is None else row.status
 
 
 async def start_backend(
