@@ -23,6 +23,7 @@ from understudy._config import Settings, load_settings
 from understudy._server import server_config
 from understudy._store import commands, credentials, operators, sessions
 from understudy.app import create_app
+from understudy.generated import models as m
 from understudy.simdevice import Behaviour, SimulatedDevice
 
 if TYPE_CHECKING:
@@ -206,9 +207,26 @@ def unattended(
 
 async def post_create(backend: Backend, http: httpx.AsyncClient, body: dict[str, Any]) -> Any:
     """POST an unattended create; if its device never opens the session socket, let the 5 s
-    creation budget pass on the manual clock so the 201 still comes back."""
+    creation budget pass on the manual clock so the answer still comes back."""
+    devices = list(backend.devices)
+
+    def waiting_for(device: SimulatedDevice) -> type[Any]:
+        # What the device gets last before the create waits on the clock: the session ticket
+        # (sent once the provision is acknowledged), or the provision it leaves unanswered.
+        if device.behaviour.provision == "ack":
+            return m.DeviceServerSessionTicket
+        return m.DeviceServerProvision
+
+    def got() -> list[int]:
+        return [len(d.frames_of(waiting_for(d))) for d in devices]
+
+    before = got()
     task = asyncio.ensure_future(http.post("/v1/sessions", json=body, headers=idem()))
-    await backend.settle()
+    if all(d.behaviour.provision == "ack" and d.behaviour.open_session_sockets for d in devices):
+        return await task  # the device connects the session: no time needs to pass
+    await backend.until(
+        lambda: task.done() or got() != before, "the create is answered or waits on the clock"
+    )
     if not task.done():
         await backend.clock.advance(5)
     return await task
