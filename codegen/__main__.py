@@ -6,6 +6,9 @@ Writes, each only when its content changes:
 - `packages/protocol/src/generated/` (`@understudy/protocol`, which the extension and the
   TypeScript connector import): TypeScript types (json-schema-to-typescript), the catalog, the
   problem codes and zod validators;
+- the protocol constants (`backend/src/understudy/generated/protocol.py`,
+  `packages/protocol/src/generated/protocol.ts`) and the frame decoder's field tables
+  (`packages/protocol/src/generated/frames.ts`), see `codegen/_protocol.py`;
 - `docs/reference/`: the API reference and the frames reference, self-contained HTML;
 - from `spec/synthetic-users/`: `synthetic-users/src/synthetic_users/generated/` (its Pydantic
   models and catalog) and `docs/reference/synthetic-users-api.html`.

@@ -12,6 +12,7 @@ import jsonschema
 from openapi_spec_validator import validate as validate_openapi
 
 from codegen._bundle import OPENAPI, SPEC, Spec, SpecError, resolve
+from codegen._protocol import check_constants
 
 Json = dict[str, Any]
 KINDS = {"read", "write"}
@@ -23,6 +24,7 @@ def check_meaning(spec: Spec) -> None:
     _check_catalog(spec)
     _check_problems(spec)
     _check_problem_titles(spec)
+    check_constants(spec)
 
 
 def check_synthetic_users_meaning(spec: Spec) -> None:

@@ -48,6 +48,7 @@ CONSTRAINTS = (
 )
 SHARED = ("commands.json", "common.json")
 SOCKETS = ("device-socket.json", "session-socket.json")
+CONSTANTS = "protocol-constants.json"
 CSS = """
 :root{--fg:#1d2330;--mute:#5b6475;--line:#d9dde5;--soft:#f4f6f9;--acc:#2454c5}
 *{box-sizing:border-box}
@@ -236,8 +237,32 @@ def render_frames_reference(spec: Spec) -> str:
                     done.add(name)
         out += [_definition(spec, n) for n in names if n not in done]
         done.update(names)
+    if CONSTANTS in spec.frame_files:
+        out.append(_constants(spec))
     out.append(_groups(spec, _file_groups(spec, SHARED), done, None))
     return _page("Understudy socket frames reference", out)
+
+
+def _constants(spec: Spec) -> str:
+    """The protocol constants, a table per group: name, value, unit, meaning."""
+    from codegen._protocol import constant_groups
+
+    doc = spec.frame_files[CONSTANTS]
+    out = [
+        f"<h2 id=file-{_id(CONSTANTS)}>{escape(_title(spec, CONSTANTS))}</h2>"
+        f"<p class=mute><code>spec/frames/{escape(CONSTANTS)}</code></p>"
+        f"{_md(doc.get('description', ''))}"
+    ]
+    for group in constant_groups(spec):
+        rows = [
+            [f"<code>{c.name}</code>", f"<code>{c.value}</code>", c.unit, _md(c.description, True)]
+            for c in group.constants
+        ]
+        out.append(
+            f"<h3 id=constants-{_id(group.key)}>{escape(group.title)}</h3>"
+            f"{_md(group.description)}{_table(['Name', 'Value', 'Unit', 'Meaning'], rows)}"
+        )
+    return "\n".join(out)
 
 
 def _page(title: str, body: list[str]) -> str:

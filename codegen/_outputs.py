@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codegen._bundle import ROOT, Spec, resolve
+from codegen._protocol import render_python, render_ts_frames, render_typescript
 from codegen._zod import render_zod
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ PY_PACKAGES = {
     "backend/src/understudy/generated": "understudy.generated",
     "connector/src/understudy_connector/generated": "understudy_connector.generated",
 }
+BACKEND_PACKAGE_DIR = "backend/src/understudy/generated"
 # The one TypeScript output: the @understudy/protocol package, which the extension and the
 # TypeScript connector import (never a copy of their own).
 TS_DIR = "packages/protocol/src/generated"
@@ -104,10 +106,13 @@ def render_all(spec: Spec) -> dict[str, str]:
         files[f"{folder}/models.py"] = models.replace("__WIRE_PACKAGE__", package) + unique
         files[f"{folder}/catalog.py"] = catalog
     files.update(_backend_package_data(spec))
+    files[f"{BACKEND_PACKAGE_DIR}/protocol.py"] = _ruff_format(render_python(spec, HEADER))
     files[f"{TS_DIR}/wire.ts"] = f"// {HEADER}\n\n" + _json2ts(spec)
     files[f"{TS_DIR}/catalog.ts"] = _ts_catalog(spec)
     files[f"{TS_DIR}/problems.ts"] = _ts_problems(spec)
     files[f"{TS_DIR}/zod.ts"] = render_zod(spec, HEADER)
+    files[f"{TS_DIR}/protocol.ts"] = render_typescript(spec, HEADER)
+    files[f"{TS_DIR}/frames.ts"] = render_ts_frames(spec, HEADER)
     docs: dict[str, Callable[[Spec], str]] = {}
     try:
         from codegen._docs import render_api_reference, render_frames_reference

@@ -1,26 +1,30 @@
 /**
- * Timing and size limits shared by the service worker's parts. Units are in the names.
+ * Timing and size limits shared by the service worker's parts. Units are in the names. The numbers
+ * the backend shares (heartbeat, tab capacity, outbox and journal bounds, screenshot size) come
+ * from the spec (@understudy/protocol, generated/protocol.ts), re-exported here under the names the parts use.
  */
+import { HEARTBEAT_INTERVAL_MS, MAX_SCREENSHOT_CHARS } from "@understudy/protocol";
 
-/**
- * Interval between application heartbeat frames on the device socket. Chrome stops an idle
- * extension service worker after about 30 s; an application frame (not a WebSocket ping) every
- * 22 s keeps it alive. The backend declares the same value in `welcome.heartbeatIntervalMs`.
- */
-export const HEARTBEAT_INTERVAL_MS = 22_000;
+export {
+  DEVICE_TAB_CAPACITY,
+  DIALOG_OUTBOX_MAX_BYTES,
+  DIALOG_OUTBOX_MAX_RECORDS,
+  HEARTBEAT_INTERVAL_MS,
+  WRITE_JOURNAL_MAX_ENTRIES,
+} from "@understudy/protocol";
 
 /** Chrome's idle timeout for an extension service worker, measured on Chromium 156. */
 export const SERVICE_WORKER_IDLE_TIMEOUT_MS = 30_000;
 
-/** Reconnect once three heartbeats in a row went unacknowledged (the backend gives up at 75 s). */
+/** Reconnect once three heartbeats in a row went unacknowledged (before DEVICE_OFFLINE_AFTER_MS). */
 export const HEARTBEAT_ACK_TIMEOUT_MS = 3 * HEARTBEAT_INTERVAL_MS;
 
 /** First reconnect delay; doubles per failed attempt. */
 export const RECONNECT_BASE_DELAY_MS = 1_000;
 
 /**
- * Longest reconnect delay. Kept under the backend's 90 s liveness and recovery grace, so a device
- * that comes back reconnects before its leases are declared lost.
+ * Longest reconnect delay. Kept well under the backend's recovery grace (RECOVERY_GRACE_MS), so a
+ * device that comes back reconnects before its leases are declared lost.
  */
 export const RECONNECT_MAX_DELAY_MS = 30_000;
 
@@ -35,16 +39,6 @@ export const SESSION_TICKET_MAX_REQUESTS = 6;
 export const KEEPALIVE_ALARM_NAME = "understudy-keepalive";
 export const KEEPALIVE_ALARM_PERIOD_MINUTES = 0.5;
 
-/** An enrolled device controls at most this many tabs. */
-export const DEVICE_TAB_CAPACITY = 2;
-
-/** Dialog outbox bounds per session runtime (seed: 256 records and 256 KiB). */
-export const DIALOG_OUTBOX_MAX_RECORDS = 256;
-export const DIALOG_OUTBOX_MAX_BYTES = 256 * 1024;
-
-/** The session hello carries at most this many journal entries (spec: maxItems 64). */
-export const WRITE_JOURNAL_MAX_ENTRIES = 64;
-
 /** Poll interval of `wait_for`. */
 export const WAIT_POLL_INTERVAL_MS = 100;
 
@@ -55,7 +49,7 @@ export const WAIT_DEFAULT_TIMEOUT_MS = 5_000;
 export const NAVIGATION_LOAD_TIMEOUT_MS = 10_000;
 
 /** Screenshot data bound (spec: ScreenshotResult.data maxLength). */
-export const SCREENSHOT_MAX_BASE64_CHARS = 8_000_000;
+export const SCREENSHOT_MAX_BASE64_CHARS = MAX_SCREENSHOT_CHARS;
 
 /** Default snapshot node bound (spec default 1000, maximum 5000). */
 export const SNAPSHOT_DEFAULT_MAX_NODES = 1_000;

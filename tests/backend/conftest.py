@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 import uuid
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
@@ -21,14 +22,17 @@ from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
-from understudy._store import credentials, operators
+from understudy._store import commands, credentials, operators, sessions
+from understudy.generated import models as m
 from understudy.http import create_app
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable
     from pathlib import Path
 
     from understudy._services import Services
+
+T = TypeVar("T")
 
 ORIGINS = ["https://example.com"]
 
@@ -110,9 +114,40 @@ class Backend:
         return sim
 
     async def settle(self, rounds: int = 50) -> None:
-        """Let in-flight frames and actor turns finish (real sockets need real loop turns)."""
+        """Let in-flight frames and actor turns finish (real sockets need real loop turns).
+
+        Only for letting work run before the manual clock moves; a test that checks something
+        happened, or did not, waits for an observable event instead (`until`).
+        """
         for _ in range(rounds):
             await asyncio.sleep(0.002)
+
+    async def until(self, predicate: Callable[[], T], what: str, within: float = 5.0) -> T:
+        """Wait, in real time, until `predicate()` is truthy and return it; fail naming `what`.
+
+        Polls on the event loop, so actor turns and socket reads run in between. To show that
+        something did not happen, wait for a later event that would have followed it.
+        """
+        deadline = time.monotonic() + within
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {within} s: {what}")
+            await asyncio.sleep(0.002)
+
+    def command(self, session_id: str, command_id: str) -> commands.CommandRow | None:
+        """The backend's journal row of a command, once admitted."""
+        return commands.get(self.services.db, session_id, command_id)
+
+    def command_state(self, session_id: str, command_id: str) -> str | None:
+        row = self.command(session_id, command_id)
+        return None if row is None else row.state
+
+    def session_status(self, session_id: str) -> str | None:
+        row = sessions.get(self.services.db, session_id)
+        return None if row is None else row.status
 
 
 async def start_backend(
@@ -172,9 +207,26 @@ def unattended(
 
 async def post_create(backend: Backend, http: httpx.AsyncClient, body: dict[str, Any]) -> Any:
     """POST an unattended create; if its device never opens the session socket, let the 5 s
-    creation budget pass on the manual clock so the 201 still comes back."""
+    creation budget pass on the manual clock so the answer still comes back."""
+    devices = list(backend.devices)
+
+    def waiting_for(device: SimulatedDevice) -> type[Any]:
+        # What the device gets last before the create waits on the clock: the session ticket
+        # (sent once the provision is acknowledged), or the provision it leaves unanswered.
+        if device.behaviour.provision == "ack":
+            return m.DeviceServerSessionTicket
+        return m.DeviceServerProvision
+
+    def got() -> list[int]:
+        return [len(d.frames_of(waiting_for(d))) for d in devices]
+
+    before = got()
     task = asyncio.ensure_future(http.post("/v1/sessions", json=body, headers=idem()))
-    await backend.settle()
+    if all(d.behaviour.provision == "ack" and d.behaviour.open_session_sockets for d in devices):
+        return await task  # the device connects the session: no time needs to pass
+    await backend.until(
+        lambda: task.done() or got() != before, "the create is answered or waits on the clock"
+    )
     if not task.done():
         await backend.clock.advance(5)
     return await task

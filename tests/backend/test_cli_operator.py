@@ -55,8 +55,8 @@ async def live_session(backend: Backend) -> tuple[str, str]:
     async with backend.client(key) as http:
         created = await http.post("/v1/sessions", json=unattended(), headers=idem())
     assert created.status_code == 201, created.text
-    await backend.settle()
     session_id: str = created.json()["sessionId"]
+    await backend.until(lambda: backend.session_status(session_id) == "connected", "connected")
     return key, session_id
 
 
@@ -202,7 +202,8 @@ async def test_sessions_close_goes_through_the_running_services_close(
         )
         assert code == 0, err
         assert session_id in out
-        await backend.settle()
+        await device.wait_for(lambda: device.frames_of(m.DeviceServerClose))
+        await backend.until(lambda: backend.session_status(session_id) == "closed", "closed")
         # The device got the close frame a DELETE sends, and acknowledged it: the tab is gone.
         closes = device.frames_of(m.DeviceServerClose)
         assert [str(f.session_id) for f in closes] == [session_id]

@@ -3,9 +3,11 @@ it generated or was issued, so the leak check knows what must never come back in
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 # A secret shorter than this, or made of one or two distinct characters, is too likely to occur
 # in an innocent response by chance (fuzzed profile keys such as "0" or "00000000").
@@ -43,6 +45,26 @@ class Ledger:
     def secrets(self) -> frozenset[str]:
         with self._lock:
             return frozenset(self._secrets)
+
+    def dumps(self) -> str:
+        """What was observed and counted, as JSON (the secrets stay in this process)."""
+        with self._lock:
+            data: dict[str, Any] = {
+                "observed": [[op, st, sorted(src)] for (op, st), src in self.observed.items()],
+                "codes": [[op, st, sorted(codes)] for (op, st), codes in self.codes.items()],
+                "cases": dict(self.cases),
+            }
+        return json.dumps(data)
+
+    @classmethod
+    def loads(cls, text: str) -> Ledger:
+        """The ledger `dumps` wrote, in another process."""
+        data = json.loads(text)
+        return cls(
+            observed={(op, st): set(src) for op, st, src in data["observed"]},
+            codes={(op, st): set(codes) for op, st, codes in data["codes"]},
+            cases=Counter(data["cases"]),
+        )
 
 
 LEDGER = Ledger()

@@ -16,6 +16,7 @@ from codegen._outputs import HEADER, TS_DIR, TS_PACKAGE, _json2ts
 WIRE = ROOT / TS_DIR / "wire.ts"
 TSC = ROOT / TS_PACKAGE / "node_modules" / ".bin" / "tsc"
 FIXTURES = Path(__file__).parent / "fixtures"
+EXTENSION = ROOT / "extension"
 
 pytestmark = pytest.mark.skipif(not TSC.exists(), reason="run scripts/bootstrap: no tsc")
 
@@ -111,3 +112,88 @@ def test_adding_a_frame_to_the_spec_breaks_an_exhaustive_handler(tmp_path: Path)
     assert result.returncode != 0
     assert "DeviceClientTelemetry" in result.stdout
     assert "not assignable to type 'never'" in result.stdout
+
+
+def _decoder_tree(tmp_path: Path, spec: Spec) -> Path:
+    """wire.ts and frames.ts rendered from `spec`, beside the extension's own handled.ts."""
+    from codegen._protocol import render_ts_frames
+
+    (tmp_path / "generated").mkdir()
+    (tmp_path / "protocol").mkdir()
+    (tmp_path / "generated" / "wire.ts").write_text(f"// {HEADER}\n\n" + _json2ts(spec))
+    (tmp_path / "generated" / "frames.ts").write_text(render_ts_frames(spec, HEADER))
+    # handled.ts imports the package; here the package is the two files just rendered.
+    (tmp_path / "generated" / "index.ts").write_text(
+        'export type * from "./wire.js";\nexport * from "./frames.js";\n'
+    )
+    handled = (EXTENSION / "src" / "protocol" / "handled.ts").read_text()
+    (tmp_path / "protocol" / "handled.ts").write_text(
+        handled.replace('"@understudy/protocol"', '"../generated/index.js"')
+    )
+    return tmp_path
+
+
+def _tsc_tree(root: Path) -> subprocess.CompletedProcess[str]:
+    files = sorted(str(p) for p in root.rglob("*.ts"))
+    return subprocess.run(
+        [
+            str(TSC),
+            "--noEmit",
+            "--strict",
+            "--target",
+            "ES2022",
+            "--module",
+            "ESNext",
+            "--moduleResolution",
+            "Bundler",
+            "--skipLibCheck",
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+    )
+
+
+def _with_extra_grant_field(spec: Spec) -> Spec:
+    bundle = copy.deepcopy(spec.bundle)
+    grant = bundle["$defs"]["SessionServerWriteGrant"]
+    grant["properties"]["timeoutMs"] = {"type": "integer", "minimum": 1}
+    return Spec(
+        openapi=spec.openapi,
+        frame_files=spec.frame_files,
+        defs=bundle["$defs"],
+        origin=spec.origin,
+        bundle=bundle,
+    )
+
+
+def test_the_decoder_tables_and_handled_fields_compile_as_generated(tmp_path: Path) -> None:
+    result = _tsc_tree(_decoder_tree(tmp_path, load()))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_adding_a_field_to_a_frame_breaks_the_build_until_it_is_handled(tmp_path: Path) -> None:
+    root = _decoder_tree(tmp_path, _with_extra_grant_field(load()))
+    # The decoder's generated table has the field (no runtime "unknown field")...
+    assert (
+        'optional: { secretValue: "string", timeoutMs: "integer" }'
+        in (root / "generated" / "frames.ts").read_text()
+    )
+    result = _tsc_tree(root)
+    # ... and the extension does not compile until handled.ts lists it.
+    assert result.returncode != 0
+    assert "write_grant.timeoutMs" in result.stdout
+    assert "protocol/handled.ts" in result.stdout
+
+
+def test_a_field_table_that_misses_a_schema_field_does_not_compile(tmp_path: Path) -> None:
+    root = _decoder_tree(tmp_path, load())
+    frames = root / "generated" / "frames.ts"
+    stale = frames.read_text().replace(', secretValue: "string"', "", 1)
+    stale = stale.replace('optional: { secretValue: "string" }', "optional: {}", 1)
+    assert stale != frames.read_text()
+    frames.write_text(stale)
+    result = _tsc_tree(root)
+    assert result.returncode != 0
+    assert "secretValue" in result.stdout

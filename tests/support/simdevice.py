@@ -28,6 +28,7 @@ import websockets
 from pydantic import TypeAdapter
 
 from understudy.generated import models as m
+from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 DEVICE_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
 SESSION_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
@@ -133,7 +134,7 @@ class SimulatedDevice:
         return welcome
 
     def _hello(self) -> m.DeviceClientHello:
-        free = 2 - len(self.leases)
+        free = DEVICE_TAB_CAPACITY - len(self.leases)
         return m.DeviceClientHello.model_validate(
             {
                 "type": "hello",
@@ -142,7 +143,7 @@ class SimulatedDevice:
                 "browserEpoch": self.browser_epoch,
                 "extensionVersion": "0.0.0-sim",
                 "localOriginPolicy": self.behaviour.local_origin_policy,
-                "capacity": {"total": 2, "free": max(0, free)},
+                "capacity": {"total": DEVICE_TAB_CAPACITY, "free": max(0, free)},
                 "leases": [
                     {
                         "leaseId": lease.lease_id,
@@ -160,7 +161,9 @@ class SimulatedDevice:
         self._seq += 1
         await self._send(
             m.DeviceClientHeartbeat(
-                type="heartbeat", seq=self._seq, free_capacity=max(0, 2 - len(self.leases))
+                type="heartbeat",
+                seq=self._seq,
+                free_capacity=max(0, DEVICE_TAB_CAPACITY - len(self.leases)),
             )
         )
 

@@ -41,6 +41,12 @@ from pydantic_settings import (
 
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._security import MIN_MASTER_KEY_BYTES
+from understudy.generated.protocol import HELLO_TIMEOUT_S
+
+# The largest frame a client sends is a `screenshot` result; the default frame bound covers it and
+# its envelope. Both are the spec's numbers (spec/frames/protocol-constants.json).
+from understudy.generated.protocol import MAX_FRAME_BYTES as MAX_FRAME_BYTES
+from understudy.generated.protocol import MAX_SCREENSHOT_CHARS as MAX_SCREENSHOT_CHARS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -73,12 +79,6 @@ class QuotaPolicy:
     requests_per_credential_per_min: int = 300
 
 
-# The largest frame the protocol sends to the server is a `screenshot` result: at most 8,000,000
-# base64 characters (spec/frames/commands.json). 1 MiB covers its envelope with a wide margin.
-MAX_SCREENSHOT_CHARS: Final = 8_000_000
-MAX_FRAME_BYTES: Final = MAX_SCREENSHOT_CHARS + 1024 * 1024
-
-
 @dataclass(frozen=True)
 class ConnectionLimits:
     """Time, rate and size limits of one client connection (HTTP or WebSocket).
@@ -91,7 +91,7 @@ class ConnectionLimits:
     # head. Covers a connection that sends nothing and headers trickled a byte at a time.
     request_head_timeout_s: float = 10.0
     # From a socket's accept to its accepted `hello`.
-    hello_timeout_s: float = 10.0
+    hello_timeout_s: float = HELLO_TIMEOUT_S
     # Sustained frames a second one socket may send, and the burst above it. A session socket
     # may also send three frames (write_ready, result, a dialog) per command its session quota
     # admits, so raised quotas raise its bound with them.

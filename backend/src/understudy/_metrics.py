@@ -40,6 +40,7 @@ from understudy._lifecycle import LIVE, SessionState
 from understudy._reference import API_VERSION, PROTOCOL_VERSIONS, package_version
 from understudy._store import credentials
 from understudy._store import sessions as session_store
+from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 # Text exposition 0.0.4: what generate_latest writes and every Prometheus version scrapes.
 # Litestar appends "; charset=utf-8" to text/* media types itself.
 CONTENT_TYPE: Final = "text/plain; version=0.0.4"
-DEVICE_TABS: Final = 2
 # The `_created` series (a timestamp per label set) double every family for no use here: a
 # scraper sees a restart from `process_start_time_seconds`. The switch is process-wide.
 disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
@@ -85,7 +85,7 @@ class _StateCollector:
         yield GaugeMetricFamily(
             "understudy_device_free_tabs",
             "Tabs the online devices can still give new sessions (2 per device, minus those held).",
-            value=max(0, online * DEVICE_TABS - held),
+            value=max(0, online * DEVICE_TAB_CAPACITY - held),
         )
         yield CounterMetricFamily(
             "understudy_sqlite_transactions",

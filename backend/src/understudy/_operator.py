@@ -13,13 +13,12 @@ from understudy._clock import iso
 from understudy._lifecycle import SessionState
 from understudy._store import credentials
 from understudy._store import sessions as session_store
+from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
     from understudy._store import Database
     from understudy._store.credentials import Device
     from understudy._store.sessions import SessionRow
-
-DEVICE_CAPACITY = 2  # tabs one enrolled profile controls at most (the API's `capacity`)
 
 
 def _at(ts: float | None) -> str | None:
@@ -49,12 +48,12 @@ def device_state(device: Device) -> str:
 
 def device_view(db: Database, device: Device, now: float) -> dict[str, Any]:
     used = len(session_store.holding_capacity(db, device.tenant, device.device_id))
-    free = DEVICE_CAPACITY - used if device.online and device.revoked_at is None else 0
+    free = DEVICE_TAB_CAPACITY - used if device.online and device.revoked_at is None else 0
     return {
         "tenant": device.tenant,
         "deviceId": device.device_id,
         "state": device_state(device),
-        "capacity": DEVICE_CAPACITY,
+        "capacity": DEVICE_TAB_CAPACITY,
         "usedCapacity": used,
         "freeCapacity": max(0, free),
         "lastSeenAt": _at(device.last_seen_at),

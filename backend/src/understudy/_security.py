@@ -44,6 +44,8 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from understudy.generated.protocol import TICKET_TTL_MS
+
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
@@ -59,7 +61,7 @@ _TOKEN_PREFIXES: Final[dict[TokenKind, str]] = {
 _TOKEN_BODY = re.compile(r"[A-Za-z0-9_-]{43}")
 _PSEUDONYM_KINDS: Final = frozenset({"tenant", "device", "session", "actor", "credential"})
 MIN_MASTER_KEY_BYTES: Final = 32
-TICKET_TTL_S: Final = 60
+TICKET_TTL_S: Final = TICKET_TTL_MS // 1000  # whole seconds: a ticket's `exp` is an integer
 TICKET_MAX_CHARS: Final = 2048
 _TICKET_PREFIX: Final = "ust1"
 _NONCE_BYTES: Final = 12

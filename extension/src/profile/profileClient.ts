@@ -9,6 +9,7 @@
  */
 import type { ChromeFacade } from "../chrome/facade";
 import { type EnrollmentConfig, type LoadedEnrollment, ENROLLMENT_KEY, loadEnrollment } from "../config/enrollment";
+import { CLOSE_HEARTBEAT_TIMEOUT, CLOSE_REVOKED } from "@understudy/protocol";
 import { HEARTBEAT_ACK_TIMEOUT_MS, HEARTBEAT_INTERVAL_MS, KEEPALIVE_ALARM_NAME, KEEPALIVE_ALARM_PERIOD_MINUTES } from "../constants";
 import type { Capability, ConnectTicket, DeviceClientFrame, DeviceServerFrame, DeviceServerWelcome, LocalOriginPolicy } from "@understudy/protocol";
 import type { RedactingLogger } from "../log";
@@ -36,9 +37,6 @@ export const CAPABILITIES: readonly Capability[] = [
   "drag_v1",
   "select_text_v1",
 ];
-
-/** Close code of a device socket whose device was revoked (spec/frames/device-socket.json). */
-export const CLOSE_DEVICE_REVOKED = 4410;
 
 export type ConnectionState = "starting" | "unconfigured" | "disabled" | "connecting" | "online" | "backoff" | "unauthorized";
 
@@ -247,7 +245,7 @@ export class ProfileClient {
         if (this.socket !== socket) return;
         this.socket = undefined;
         this.deps.log.info("device_socket_closed", { code });
-        if (code === CLOSE_DEVICE_REVOKED) {
+        if (code === CLOSE_REVOKED) {
           this.revoked();
           return;
         }
@@ -374,7 +372,7 @@ export class ProfileClient {
     this.heartbeatTimer = setInterval(() => {
       if (this.now() - this.lastAckAt > HEARTBEAT_ACK_TIMEOUT_MS) {
         this.deps.log.warn("heartbeat_ack_timeout");
-        this.socket?.close(4000, "heartbeat timeout");
+        this.socket?.close(CLOSE_HEARTBEAT_TIMEOUT, "heartbeat timeout");
         this.socket = undefined;
         this.fail("heartbeat_timeout");
         return;

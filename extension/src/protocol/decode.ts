@@ -1,81 +1,24 @@
 /**
  * Structural checks of frames received from the backend, and of the command a frame carries.
- * The tables are keyed by the generated unions' discriminants, so adding a frame or a command to
- * the spec breaks the build here until someone describes its fields. Errors carry a path
- * (`provision.leaseEpoch: expected integer`) so a backend developer sees what was wrong.
+ * The field tables are generated from the spec (@understudy/protocol, generated/frames.ts) and typed against the
+ * generated unions, so a frame or a field added to the spec is known here as soon as codegen ran.
+ * What the extension does with each field is declared in `handled.ts`, which does not compile
+ * until a new field is listed there. Errors carry a path (`provision.leaseEpoch: expected
+ * integer`) so a backend developer sees what was wrong.
  */
-import type { Command, CommandName, DeviceServerFrame, SessionServerFrame } from "@understudy/protocol";
-
-type Kind = "string" | "integer" | "boolean" | "array" | "object" | "ref";
+import { COMMAND_FIELDS, DEVICE_SERVER_FIELDS, SESSION_SERVER_FIELDS, type FieldKind } from "@understudy/protocol";
+import type { Command, DeviceServerFrame, SessionServerFrame } from "@understudy/protocol";
 
 interface Shape {
-  readonly required: Readonly<Record<string, Kind>>;
-  readonly optional?: Readonly<Record<string, Kind>>;
+  readonly required: Readonly<Record<string, FieldKind>>;
+  readonly optional: Readonly<Record<string, FieldKind>>;
 }
 
 export type Decoded<T> = { ok: true; value: T } | { ok: false; message: string };
 
 const REF_PATTERN = /^g[0-9]{1,9}e[0-9]{1,9}$/;
 
-const DEVICE_SERVER_SHAPES: Readonly<Record<DeviceServerFrame["type"], Shape>> = {
-  welcome: {
-    required: { deviceId: "string", protocolVersion: "integer", connectionEpoch: "integer", heartbeatIntervalMs: "integer", serverTime: "string" },
-  },
-  heartbeat_ack: { required: { seq: "integer", serverTime: "string" } },
-  provision: {
-    required: { leaseId: "string", sessionId: "string", leaseEpoch: "integer", allowedOrigins: "array", deadlineAt: "string" },
-  },
-  close: { required: { leaseId: "string", sessionId: "string", leaseEpoch: "integer", reason: "string" } },
-  session_ticket: {
-    required: { sessionId: "string", leaseId: "string", leaseEpoch: "integer", ticket: "string", socketUrl: "string", expiresAt: "string" },
-  },
-  attach_result: {
-    required: { requestId: "string", sessionId: "string", outcome: "string" },
-    optional: { leaseId: "string", leaseEpoch: "integer", allowedOrigins: "array", error: "object" },
-  },
-  error: { required: { code: "string", message: "string" } },
-};
-
-const SESSION_SERVER_SHAPES: Readonly<Record<SessionServerFrame["type"], Shape>> = {
-  hello_ack: { required: { sessionId: "string", leaseEpoch: "integer", cancel: "array", unknown: "array", writesBlocked: "boolean" } },
-  read: { required: { commandId: "string", command: "object", deadlineAt: "string" } },
-  write_prepare: { required: { commandId: "string", name: "string", leaseEpoch: "integer", dryRun: "boolean", readyBy: "string" } },
-  write_grant: {
-    required: { commandId: "string", leaseEpoch: "integer", command: "object", dryRun: "boolean", deadlineAt: "string" },
-    optional: { secretValue: "string" },
-  },
-  result_ack: { required: { commandId: "string" } },
-  dialog_ack: { required: { dialogId: "string" } },
-  cancel: { required: { commandId: "string", reason: "string" } },
-  error: { required: { code: "string", message: "string" }, optional: { commandId: "string" } },
-};
-
-const COMMAND_SHAPES: Readonly<Record<CommandName, Shape>> = {
-  hello: { required: {} },
-  get_tabs: { required: {} },
-  snapshot: { required: {}, optional: { interactiveOnly: "boolean", maxNodes: "integer", format: "string", changesSince: "string" } },
-  screenshot: { required: {}, optional: { format: "string", quality: "integer", maxWidth: "integer" } },
-  wait_for: { required: { condition: "object" }, optional: { timeoutMs: "integer" } },
-  navigate: { required: { url: "string" } },
-  go_back: { required: {} },
-  go_forward: { required: {} },
-  reload: { required: {} },
-  click: { required: { ref: "ref" }, optional: { button: "string", clickCount: "integer", modifiers: "array" } },
-  hover: { required: { ref: "ref" } },
-  drag: { required: { ref: "ref" }, optional: { targetRef: "ref", dx: "integer", dy: "integer", steps: "integer" } },
-  focus: { required: { ref: "ref" } },
-  select_text: { required: {}, optional: { ref: "ref", text: "string", start: "integer", end: "integer" } },
-  type: { required: { ref: "ref", text: "string" }, optional: { submit: "boolean", delivery: "string" } },
-  fill: { required: { ref: "ref", value: "string" } },
-  fill_secret: { required: { ref: "ref", secretRef: "string" } },
-  press_key: { required: { key: "string" }, optional: { modifiers: "array" } },
-  select_option: { required: { ref: "ref", values: "array" } },
-  set_checked: { required: { ref: "ref", checked: "boolean" } },
-  scroll: { required: {}, optional: { ref: "ref", deltaX: "integer", deltaY: "integer" } },
-  switch_tab: { required: { tabId: "integer" } },
-};
-
-function kindMatches(kind: Kind, value: unknown): boolean {
+function kindMatches(kind: FieldKind, value: unknown): boolean {
   switch (kind) {
     case "string":
       return typeof value === "string";
@@ -97,12 +40,12 @@ function kindMatches(kind: Kind, value: unknown): boolean {
 }
 
 function checkShape(label: string, record: Record<string, unknown>, shape: Shape, discriminant: string): string | undefined {
-  const known = new Set([discriminant, ...Object.keys(shape.required), ...Object.keys(shape.optional ?? {})]);
+  const known = new Set([discriminant, ...Object.keys(shape.required), ...Object.keys(shape.optional)]);
   for (const [field, kind] of Object.entries(shape.required)) {
     if (!(field in record)) return `${label}.${field}: required`;
     if (!kindMatches(kind, record[field])) return `${label}.${field}: expected ${kind}`;
   }
-  for (const [field, kind] of Object.entries(shape.optional ?? {})) {
+  for (const [field, kind] of Object.entries(shape.optional)) {
     if (field in record && !kindMatches(kind, record[field])) return `${label}.${field}: expected ${kind}`;
   }
   for (const field of Object.keys(record)) {
@@ -126,15 +69,15 @@ function decodeWith<T>(raw: unknown, key: string, shapes: Readonly<Record<string
 
 /** Decodes a device-socket frame from the backend. */
 export function decodeDeviceServerFrame(raw: unknown): Decoded<DeviceServerFrame> {
-  return decodeWith<DeviceServerFrame>(raw, "type", DEVICE_SERVER_SHAPES);
+  return decodeWith<DeviceServerFrame>(raw, "type", DEVICE_SERVER_FIELDS);
 }
 
 /** Decodes a session-socket frame from the backend (the embedded command is checked separately). */
 export function decodeSessionServerFrame(raw: unknown): Decoded<SessionServerFrame> {
-  return decodeWith<SessionServerFrame>(raw, "type", SESSION_SERVER_SHAPES);
+  return decodeWith<SessionServerFrame>(raw, "type", SESSION_SERVER_FIELDS);
 }
 
 /** Checks a command's name and fields against the catalog. */
 export function decodeCommand(raw: unknown): Decoded<Command> {
-  return decodeWith<Command>(raw, "name", COMMAND_SHAPES);
+  return decodeWith<Command>(raw, "name", COMMAND_FIELDS);
 }

@@ -21,7 +21,7 @@ import type { StorageArea } from "../chrome/facade";
 import type { CommandContext, WriteReport } from "../commands/context";
 import { planWrite, runRead } from "../commands/index";
 import { CommandError, StaleAuthorityError, toErrorInfo } from "../errors";
-import { isWriteCommand } from "@understudy/protocol";
+import { isWriteCommand, READ_DEADLINE_MS } from "@understudy/protocol";
 import type {
   BlockedNavigation,
   Command,
@@ -69,7 +69,7 @@ export interface CommandRunners {
 
 const COMMANDS: CommandRunners = { planWrite, runRead };
 /** A frame whose deadline does not parse gets this much time. */
-const DEFAULT_DEADLINE_MS = 20_000;
+const DEFAULT_DEADLINE_MS = READ_DEADLINE_MS;
 
 /**
  * How long a write's settle window is (`SessionRuntime.settleWindow`): input that may make the page

@@ -12,6 +12,7 @@ import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
 import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
+import { CLOSE_NOT_AUTHORITATIVE, CLOSE_REVOKED, READ_DEADLINE_MS } from "@understudy/protocol";
 import type {
   BlockedNavigation,
   DeviceServerSessionTicket,
@@ -36,16 +37,8 @@ import { journalKey } from "./writeJournal";
 const MAX_TAB_URL = 8192;
 const MAX_TAB_TITLE = 4096;
 const MAX_DIALOG_TEXT = 4096;
-/** The hello's tab lookup gets this long. */
-const HELLO_TAB_DEADLINE_MS = 20_000;
-/**
- * The backend closes a session socket with this code when the session's authority moved (a new
- * lease epoch, closing, terminal); it sends a provision or close frame itself, so asking for a
- * fresh ticket would only be refused. Mirrors CLOSE_NOT_AUTHORITATIVE in the backend.
- */
-const CLOSE_NOT_AUTHORITATIVE = 4403;
-/** The device was revoked (spec/frames/session-socket.json). */
-const CLOSE_DEVICE_REVOKED = 4410;
+/** The hello's tab lookup gets as long as a read. */
+const HELLO_TAB_DEADLINE_MS = READ_DEADLINE_MS;
 
 /** What the panel shows about one runtime: ids and state, never URLs or titles. */
 export interface RuntimeView {
@@ -349,7 +342,10 @@ export class SessionRuntime implements CommandHost {
         this.helloAcked = false;
         this.deps.log.info("session_socket_closed", { code });
         // A revoked device gets no new tickets; its device socket is closed too.
-        if (code !== CLOSE_NOT_AUTHORITATIVE && code !== CLOSE_DEVICE_REVOKED) this.scheduleTicketRequest();
+        // After CLOSE_NOT_AUTHORITATIVE the session's authority moved (a new lease epoch, closing,
+        // terminal) and the backend sends a provision or close frame itself; after CLOSE_REVOKED
+        // the device is gone. A fresh ticket would only be refused in both cases.
+        if (code !== CLOSE_NOT_AUTHORITATIVE && code !== CLOSE_REVOKED) this.scheduleTicketRequest();
       },
     });
     this.socket = socket;

@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 
 import { CONTAINMENT_WITH_FENCE } from "../../src/sessions/popupFence";
 import { BROWSER_EPOCH_KEY } from "../../src/profile/browserEpoch";
-import { CAPABILITIES, CLOSE_DEVICE_REVOKED, CONNECT_TICKET_PATH } from "../../src/profile/profileClient";
+import { CLOSE_REVOKED } from "@understudy/protocol";
+import { CAPABILITIES, CONNECT_TICKET_PATH } from "../../src/profile/profileClient";
 import { CREDENTIAL, DEVICE_TICKET, LEASE_A, LEASE_B, SERVICE_ORIGIN, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 
 const EPOCH = "5f1d2c3b-4a59-4e8f-a7b6-c5d4e3f2a1b0";
@@ -187,7 +188,7 @@ describe("ProfileClient revocation", () => {
     enroll(h.store);
     const device = await connectDevice(h);
     const opened = h.sockets.length;
-    device.drop(CLOSE_DEVICE_REVOKED);
+    device.drop(CLOSE_REVOKED);
     await settle();
     await vi.advanceTimersByTimeAsync(60_000);
     await settle();

@@ -8,3 +8,5 @@
 export type * from "./generated/wire.js";
 export * from "./generated/catalog.js";
 export * from "./generated/problems.js";
+export * from "./generated/protocol.js";
+export * from "./generated/frames.js";

@@ -22,6 +22,7 @@ from understudy._store import vault
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
 
@@ -45,14 +46,28 @@ def _cmd(command: dict[str, Any], command_id: str | None = None, **extra: Any) -
 
 
 async def _post_later(
-    backend: Backend, http: Any, url: str, body: dict[str, Any], seconds: float
+    backend: Backend,
+    http: Any,
+    url: str,
+    body: dict[str, Any],
+    seconds: float,
+    reached: Callable[[], object],
 ) -> Any:
-    """Submit, then let `seconds` pass on the manual clock while the request waits."""
+    """Submit; once the device shows the command `reached` where the test wants it, let
+    `seconds` pass on the manual clock while the request waits."""
     task = asyncio.ensure_future(http.post(url, json=body))
-    await backend.settle()
+    await backend.until(reached, "the command reached the device")
     await backend.clock.advance(seconds)
-    await backend.settle()
     return await task
+
+
+def _received(device: SimulatedDevice, command_id: str, kind: type[Any]) -> bool:
+    """Whether the device got a `kind` frame (read, write_prepare, ...) for the command."""
+    return any(
+        isinstance(frame, kind) and str(frame.command_id) == command_id
+        for lease in device.leases.values()
+        for frame in lease.session_frames
+    )
 
 
 async def test_a_read_returns_its_durable_result(backend: Backend) -> None:
@@ -104,11 +119,13 @@ async def test_same_command_id_with_another_fingerprint_conflicts(backend: Backe
 
 async def test_another_command_while_one_owns_the_slot_is_session_busy(backend: Backend) -> None:
     async with backend.client(backend.api_key()) as http:
-        _device, sid = await _session(backend, http, Behaviour(read="silent"))
-        first = asyncio.ensure_future(
-            http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "hello"}))
+        device, sid = await _session(backend, http, Behaviour(read="silent"))
+        hello = _cmd({"name": "hello"})
+        first = asyncio.ensure_future(http.post(f"/v1/sessions/{sid}/commands", json=hello))
+        await backend.until(
+            lambda: _received(device, hello["commandId"], m.SessionServerRead),
+            "the first command is sent to the device",
         )
-        await backend.settle()
         busy = await http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "get_tabs"}))
         assert busy.status_code == 429
         assert busy.json()["code"] == "session_busy"
@@ -122,7 +139,10 @@ async def test_a_read_that_times_out_is_504_and_safe_to_retry(backend: Backend) 
         device, sid = await _session(backend, http, Behaviour(read="silent"))
         body = _cmd({"name": "wait_for", "condition": {"kind": "text_appears", "text": "Hi"}})
         url = f"/v1/sessions/{sid}/commands"
-        timed_out = await _post_later(backend, http, url, body, 20)
+        cid = body["commandId"]
+        timed_out = await _post_later(
+            backend, http, url, body, 20, lambda: _received(device, cid, m.SessionServerRead)
+        )
         assert timed_out.status_code == 504
         assert (timed_out.json()["code"], timed_out.json()["retryPolicy"]) == (
             "command_timed_out",
@@ -142,7 +162,10 @@ async def test_a_write_not_ready_in_5s_is_not_started_and_retry_runs_it_once(
         device, sid = await _session(backend, http, Behaviour(ready="silent"))
         url = f"/v1/sessions/{sid}/commands"
         body = _cmd({"name": "type", "ref": "g1e2", "text": "hello"})
-        first = await _post_later(backend, http, url, body, 5)
+        cid = body["commandId"]
+        first = await _post_later(
+            backend, http, url, body, 5, lambda: _received(device, cid, m.SessionServerWritePrepare)
+        )
         assert first.status_code == 504
         assert first.json()["code"] == "command_not_started"
         assert device.executions == {}
@@ -159,7 +182,10 @@ async def test_granted_work_past_20s_is_202_then_unknown_at_25s_and_blocks_write
         device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
         url = f"/v1/sessions/{sid}/commands"
         body = _cmd({"name": "navigate", "url": "https://example.com/next"})
-        pending = await _post_later(backend, http, url, body, 20)
+        cid = body["commandId"]
+        pending = await _post_later(
+            backend, http, url, body, 20, lambda: device.executions.get(cid)
+        )
         assert pending.status_code == 202
         assert pending.json() == {
             "commandId": body["commandId"],
@@ -169,7 +195,10 @@ async def test_granted_work_past_20s_is_202_then_unknown_at_25s_and_blocks_write
         }
         assert pending.headers["location"] == f"{url}/{body['commandId']}"
         await backend.clock.advance(5)
-        await backend.settle()
+        await backend.until(
+            lambda: backend.command_state(sid, body["commandId"]) == "unknown",
+            "the grant deadline settles the command as unknown",
+        )
         unknown = await http.get(f"{url}/{body['commandId']}")
         assert unknown.status_code == 409
         assert unknown.json()["code"] == "command_outcome_unknown"
@@ -193,10 +222,9 @@ async def test_restart_replays_completed_results_and_marks_started_writes_unknow
         url = f"/v1/sessions/{sid}/commands"
         done = _cmd({"name": "click", "ref": "g1e1"})
         task = asyncio.ensure_future(http.post(url, json=done))
-        await backend.settle()
+        await device.wait_for(lambda: device.executions.get(done["commandId"]))
         await device.restart_extension()  # same browser epoch: the journal survives
         device.behaviour.execute = "complete"
-        await backend.settle()
         response = await task
         assert response.status_code == 200, response.text  # the replayed result
         assert device.executions == {done["commandId"]: 1}
@@ -204,9 +232,8 @@ async def test_restart_replays_completed_results_and_marks_started_writes_unknow
         device.behaviour.execute = "crash_after_start"
         crashed = _cmd({"name": "click", "ref": "g1e1"})
         task = asyncio.ensure_future(http.post(url, json=crashed))
-        await backend.settle()
+        await device.wait_for(lambda: device.executions.get(crashed["commandId"]))
         await device.restart_extension()
-        await backend.settle()
         answer = await task
         assert (answer.status_code, answer.json()["code"]) == (409, "command_outcome_unknown")
         assert device.executions[crashed["commandId"]] == 1
@@ -217,9 +244,10 @@ async def test_a_socket_drop_before_grant_is_not_started(backend: Backend) -> No
         device, sid = await _session(backend, http, Behaviour(ready="silent"))
         body = _cmd({"name": "click", "ref": "g1e1"})
         task = asyncio.ensure_future(http.post(f"/v1/sessions/{sid}/commands", json=body))
-        await backend.settle()
+        await device.wait_for(
+            lambda: _received(device, body["commandId"], m.SessionServerWritePrepare)
+        )
         await device.restart_extension()
-        await backend.settle()
         response = await task
         assert (response.status_code, response.json()["code"]) == (504, "command_not_started")
         lease = next(iter(device.leases.values()))
@@ -234,7 +262,9 @@ async def test_extension_without_safe_write_gets_426_for_writes_only(backend: Ba
         # Without safe writes the device is no unattended candidate; attach a tab instead.
         sid = (await http.post("/v1/sessions")).json()["sessionId"]
         await device.attach(sid)
-        await backend.settle()
+        await backend.until(
+            lambda: backend.session_status(sid) == "connected", "the session socket is up"
+        )
         url = f"/v1/sessions/{sid}/commands"
         write = await http.post(url, json=_cmd({"name": "reload"}))
         assert (write.status_code, write.json()["code"]) == (426, "protocol_upgrade_required")
@@ -407,9 +437,8 @@ async def test_browser_epoch_change_makes_granted_writes_unknown(backend: Backen
         device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
         body = _cmd({"name": "click", "ref": "g1e1"})
         task = asyncio.ensure_future(http.post(f"/v1/sessions/{sid}/commands", json=body))
-        await backend.settle()
+        await device.wait_for(lambda: device.executions.get(body["commandId"]))
         await device.restart_browser()
-        await backend.settle()
         response = await task
         assert (response.status_code, response.json()["code"]) == (409, "command_outcome_unknown")
         session = (await http.get(f"/v1/sessions/{sid}")).json()
@@ -453,13 +482,16 @@ async def test_health_frames_become_content_free_telemetry(backend: Backend) -> 
             "counters": {"dialogOverflow": 2, "popupsClosed": 1},
         }
     )
-    await backend.settle()
-    health = [e for e in backend.services.telemetry.events if e["event"] == "device.health"]
-    assert {(e["reason"], e["count"]) for e in health} == {
+
+    def health() -> list[dict[str, Any]]:
+        return [e for e in backend.services.telemetry.events if e["event"] == "device.health"]
+
+    await backend.until(lambda: len(health()) >= 2, "both health counters are reported")
+    assert {(e["reason"], e["count"]) for e in health()} == {
         ("dialogOverflow", 2),
         ("popupsClosed", 1),
     }
-    assert all(e["device"] != "laptop-1" for e in health)  # a pseudonym, never the raw id
+    assert all(e["device"] != "laptop-1" for e in health())  # a pseudonym, never the raw id
 
 
 async def test_a_dry_run_fill_secret_never_decrypts_the_secret(backend: Backend) -> None:

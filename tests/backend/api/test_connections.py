@@ -162,7 +162,10 @@ async def test_a_session_socket_that_never_says_hello_is_closed_with_4408(
         ticket = await device.wait_for(
             lambda: next(iter(device.frames_of(m.DeviceServerSessionTicket)), None)
         )
-        await limited.settle()  # the provision_ack turn: the session is connected
+        session_id = str(ticket.session_id)
+        await limited.until(  # the provision_ack turn: the session is connected
+            lambda: limited.session_status(session_id) == "connected", "connected"
+        )
         socket = await websockets.connect(
             f"{ticket.socket_url}?ticket={ticket.ticket}", open_timeout=PATIENCE_S
         )
@@ -174,9 +177,10 @@ async def test_a_session_socket_that_never_says_hello_is_closed_with_4408(
 
 async def test_a_device_that_said_hello_outlives_the_hello_timeout(limited: Backend) -> None:
     device = await limited.device()
-    await asyncio.sleep(LIMITS.hello_timeout_s * 2)
+    await asyncio.sleep(LIMITS.hello_timeout_s * 2)  # real time: the limit is wall-clock
     await device.heartbeat()
-    await limited.settle()
+    # Answered after the hello timeout passed: the socket was not closed meanwhile.
+    await device.wait_for(lambda: device.frames_of(m.DeviceServerHeartbeatAck))
     assert _closed(limited) == []
     assert limited.services.device_agent("acme", "laptop-1").connected
 
@@ -199,7 +203,7 @@ async def test_a_frame_over_the_size_bound_is_closed_with_1009(limited: Backend)
         await socket.send("x" * (LIMITS.max_frame_bytes + 1))
     await asyncio.wait_for(socket.wait_closed(), PATIENCE_S)
     assert socket.close_code == 1009
-    await limited.settle()
+    await limited.until(lambda: _closed(limited), "the close is counted")
     assert _closed(limited) == [("device", "frame_too_big")]
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from datetime import datetime
 from typing import Any
 
 from tests.backend.conftest import Backend, idem, unattended
 from tests.support.simdevice import Behaviour, SimulatedDevice
-from understudy._store import credentials
+from understudy._store import credentials, sessions
 from understudy.generated import models as m
 
 
@@ -16,14 +17,16 @@ async def _create(backend: Backend, http: Any, **body: Any) -> str:
     response = await http.post("/v1/sessions", json=unattended(**body), headers=idem())
     assert response.status_code == 201, response.text
     session_id: str = response.json()["sessionId"]
-    await backend.settle()  # let the session socket open before the clock moves past its ticket
+    # The session socket is open before the clock moves past its ticket.
+    await backend.until(lambda: backend.session_status(session_id) == "connected", "connected")
     return session_id
 
 
-async def _create_pending(backend: Backend, http: Any) -> Any:
+async def _create_pending(backend: Backend, http: Any, device: SimulatedDevice) -> Any:
     """A create that will not connect in time: the 5 s wait passes on the manual clock."""
     pending = asyncio.ensure_future(http.post("/v1/sessions", json=unattended(), headers=idem()))
-    await backend.settle()
+    # The provision frame leaves before the create starts its 5 s wait on the clock.
+    await device.wait_for(lambda: device.frames_of(m.DeviceServerProvision))
     await backend.clock.advance(5)
     return await pending
 
@@ -33,6 +36,10 @@ async def _command(http: Any, session_id: str) -> None:
     body = {"commandId": str(uuid.uuid4()), "command": {"name": "get_tabs"}}
     response = await http.post(f"/v1/sessions/{session_id}/commands", json=body)
     assert response.status_code == 200, response.text
+
+
+def _ended_at(tomb: dict[str, Any]) -> float:
+    return datetime.fromisoformat(tomb["endedAt"]).timestamp()
 
 
 async def _tomb(http: Any, session_id: str) -> dict[str, Any]:
@@ -47,9 +54,15 @@ async def _heartbeats(backend: Backend, device: SimulatedDevice, seconds: float)
     while seconds > 0:
         step = min(22.0, seconds)
         await backend.clock.advance(step)
-        await device.heartbeat()
-        await backend.settle(5)
+        await _heartbeat(device)
         seconds -= step
+
+
+async def _heartbeat(device: SimulatedDevice) -> None:
+    """Send a heartbeat and wait for its ack: the backend has recorded it."""
+    acks = len(device.frames_of(m.DeviceServerHeartbeatAck))
+    await device.heartbeat()
+    await device.wait_for(lambda: len(device.frames_of(m.DeviceServerHeartbeatAck)) > acks)
 
 
 async def _keep_alive(backend: Backend, seconds: float, device: str = "laptop-1") -> None:
@@ -62,13 +75,13 @@ async def _keep_alive(backend: Backend, seconds: float, device: str = "laptop-1"
         with services.db.transaction():
             credentials.device_seen(services.db, "acme", device, services.clock.now())
         seconds -= step
-    await backend.settle(5)
 
 
 async def test_hard_expiry_is_24h_even_with_activity(backend: Backend) -> None:
     device = await backend.device()
     async with backend.client(backend.api_key()) as http:
         session_id = await _create(backend, http)
+        created = backend.clock.now()
         body = (await http.get(f"/v1/sessions/{session_id}")).json()
         assert body["expiresAt"] != body["idleExpiresAt"]
         for _ in range(13):  # keep it from idling: a command every 110 minutes
@@ -76,13 +89,16 @@ async def test_hard_expiry_is_24h_even_with_activity(backend: Backend) -> None:
             await _keep_alive(backend, 110 * 60)
         assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
         await _keep_alive(backend, 10 * 60)  # 24 h 10 min
-        await backend.settle()
-        assert (await _tomb(http, session_id)) | {"endedAt": None} == {
+        await backend.until(lambda: backend.session_status(session_id) == "expired", "expired")
+        tomb = await _tomb(http, session_id)
+        assert tomb | {"endedAt": None} == {
             "sessionId": session_id,
             "status": "expired",
             "reason": "hard_expiry",
             "endedAt": None,
         }
+        # It ended at the first 70 s step past 24 h: not at the check above, nor before.
+        assert created + 24 * 3600 <= _ended_at(tomb) < created + 24 * 3600 + 70
         assert session_id in {str(f.session_id) for f in device.frames_of(m.DeviceServerClose)}
 
 
@@ -92,12 +108,15 @@ async def test_idle_expiry_is_2h_after_the_last_admitted_command(backend: Backen
         session_id = await _create(backend, http)
         await _keep_alive(backend, 60 * 60)
         await _command(http, session_id)
+        last_command = backend.clock.now()
         await _keep_alive(backend, 110 * 60)  # 2 h 50 min after creation: still alive
         assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 200
         await _keep_alive(backend, 11 * 60)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "expired", "expired")
         tomb = await _tomb(http, session_id)
         assert (tomb["status"], tomb["reason"]) == ("expired", "idle_expiry")
+        # It ended at the first 70 s step past 2 h idle: not at the check above, nor before.
+        assert last_command + 2 * 3600 <= _ended_at(tomb) < last_command + 2 * 3600 + 70
         # Capacity was held until the extension acknowledged the fenced close.
         devices = (await http.get("/v1/devices")).json()["devices"]
         assert devices[0]["usedCapacity"] == 0
@@ -108,17 +127,23 @@ async def test_heartbeat_gap_marks_the_device_offline_at_75s(backend: Backend) -
     async with backend.client(backend.api_key()) as http:
         session_id = await _create(backend, http)
         await _heartbeats(backend, device, 44)
+        last_heartbeat = backend.clock.now()
         await backend.clock.advance(74)  # 74 s without a heartbeat
-        await backend.settle()
         assert (await http.get("/v1/devices")).json()["devices"][0]["online"] is True
         await backend.clock.advance(1)
-        await backend.settle()
+        await backend.until(
+            lambda: backend.session_status(session_id) == "recovering", "the session recovers"
+        )
         listed = (await http.get("/v1/devices")).json()["devices"][0]
         assert listed["online"] is False
-        assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "recovering"
+        # The device went offline at 75 s, in the turn after the last step: not at 74 s.
+        offline = [e for e in backend.services.telemetry.events if e["event"] == "device.offline"]
+        assert [datetime.fromisoformat(str(e["ts"])).timestamp() for e in offline] == [
+            last_heartbeat + 75
+        ]
         # 90 s of liveness and recovery grace from the last heartbeat, then the lease is lost.
         await backend.clock.advance(15)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "lost", "lost")
         tomb = await _tomb(http, session_id)
         assert (tomb["status"], tomb["reason"]) == ("lost", "device_lost")
         assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 0
@@ -130,10 +155,10 @@ async def test_device_back_within_grace_recovers_the_session(backend: Backend) -
         session_id = await _create(backend, http)
         await device.disconnect()
         await backend.clock.advance(80)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "recovering", "gone")
         assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "recovering"
         await device.connect()  # same browser epoch: the extension still holds the lease
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "connected", "back")
         assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "connected"
 
 
@@ -142,23 +167,26 @@ async def test_provisioning_deadline_loses_the_session_and_keeps_capacity_until_
 ) -> None:
     device = await backend.device(behaviour=Behaviour(provision="silent", close="silent"))
     async with backend.client(backend.api_key()) as http:
-        response = await _create_pending(backend, http)
+        response = await _create_pending(backend, http, device)
         session_id = response.json()["sessionId"]
         assert response.status_code == 202
         await _heartbeats(backend, device, 25)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "lost", "lost")
         tomb = await _tomb(http, session_id)
         assert (tomb["status"], tomb["reason"]) == ("lost", "provisioning_failed")
         assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 1
         await _heartbeats(backend, device, 90)
-        await backend.settle()
+        db = backend.services.db
+        await backend.until(
+            lambda: not sessions.holding_capacity(db, "acme", "laptop-1"), "capacity released"
+        )
         assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 0
 
 
 async def test_a_late_provision_ack_gets_a_close(backend: Backend) -> None:
     device = await backend.device(behaviour=Behaviour(provision="silent"))
     async with backend.client(backend.api_key()) as http:
-        response = await _create_pending(backend, http)
+        response = await _create_pending(backend, http, device)
         session_id = response.json()["sessionId"]
         await http.delete(f"/v1/sessions/{session_id}")
         provision = device.frames_of(m.DeviceServerProvision)[0]
@@ -169,7 +197,6 @@ async def test_a_late_provision_ack_gets_a_close(backend: Backend) -> None:
                 c for c in device.frames_of(m.DeviceServerClose) if c.lease_id == provision.lease_id
             ]
         )
-        await backend.settle()
         assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 410
 
 
@@ -194,7 +221,7 @@ async def test_attended_attach_binds_one_tab_and_delete_detaches(backend: Backen
         assert again.error is not None and again.error.code == "not_awaiting_attach"
         assert (await http.delete(f"/v1/sessions/{session_id}")).status_code == 202
         await device.wait_for(lambda: device.closed_leases)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "closed", "closed")
         assert (await _tomb(http, session_id))["status"] == "closed"
 
 
@@ -214,7 +241,7 @@ async def test_browser_restart_recreates_blank_tabs_and_blocks_writes(backend: B
         old_tab = next(iter(device.leases.values())).tab_id
         await device.restart_browser()
         await device.wait_for(lambda: device.leases)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "connected", "back")
         lease = next(iter(device.leases.values()))
         assert lease.tab_id != old_tab
         assert lease.lease_epoch == 2

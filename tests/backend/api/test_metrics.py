@@ -60,7 +60,8 @@ async def test_metrics_follow_sessions_devices_commands_and_the_lifecycle(
         created = await http.post("/v1/sessions", json=unattended(), headers=idem())
         assert created.status_code == 201, created.text
         session_id = created.json()["sessionId"]
-        await backend.settle()
+        lease = next(iter(device.leases.values()))
+        await device.wait_for(lambda: lease.session_frames)  # hello_ack: the socket is up
         command = {"commandId": str(uuid.uuid4()), "command": {"name": "snapshot"}}
         answered = await http.post(f"/v1/sessions/{session_id}/commands", json=command)
         assert answered.status_code == 200, answered.text
@@ -99,9 +100,11 @@ async def test_metrics_follow_sessions_devices_commands_and_the_lifecycle(
 
         # The runbook's "watch lost": the device goes silent and the 90 s grace passes.
         await device.stop()
-        await backend.settle()
+        await backend.until(
+            lambda: backend.session_status(session_id) == "recovering", "the loss is noticed"
+        )
         await backend.clock.advance(91)
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "lost", "lost")
         assert (await http.get(f"/v1/sessions/{session_id}")).json()["status"] == "lost"
 
     after = await scrape(backend)

@@ -106,7 +106,8 @@ async def test_a_device_whose_socket_closes_is_offline_at_once(backend: Backend)
         session_id = created.json()["sessionId"]
 
         await device.disconnect()
-        await backend.settle()  # no time passes on the manual clock
+        # No time passes on the manual clock: the closed socket alone does it.
+        await backend.until(lambda: backend.session_status(session_id) == "recovering", "offline")
         listed = (await http.get("/v1/devices")).json()["devices"]
         assert [(d["deviceId"], d["online"]) for d in listed] == [("laptop-1", False)]
         session = (await http.get(f"/v1/sessions/{session_id}")).json()
@@ -121,7 +122,7 @@ async def test_a_device_whose_socket_closes_is_offline_at_once(backend: Backend)
         assert refused.json()["code"] == "no_device_available"
 
         await device.connect()  # back within the grace: the session recovers
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(session_id) == "connected", "back")
         listed = (await http.get("/v1/devices")).json()["devices"]
         assert listed[0]["online"] is True
         session = (await http.get(f"/v1/sessions/{session_id}")).json()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -18,7 +19,9 @@ import pytest
 from tests.backend.conftest import idem, start_backend, stop_backend, unattended
 from tests.support.simdevice import Behaviour
 from understudy._clock import ManualClock
+from understudy._store import credentials, sessions
 from understudy.generated import models as m
+from understudy.generated.protocol import DEVICE_OFFLINE_AFTER_S
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -43,7 +46,9 @@ class Service:
         self.key = self.key or backend.api_key()  # stored in SQLite: valid after restarts
         self.http.base_url = httpx.URL(backend.url)
         self.http.headers["Authorization"] = f"Bearer {self.key}"
-        await backend.settle()  # let timers re-armed at start-up fire
+        await backend.until(
+            lambda: _nothing_overdue(backend), "the deadlines that passed while down have fired"
+        )
         return backend
 
     async def stop(self) -> None:
@@ -57,7 +62,11 @@ class Service:
         device.base_url = self.backend.url
         self.backend.devices.append(device)
         await device.connect()
-        await self.backend.settle()
+        # The hello turn re-sends what the device missed; a heartbeat answered after it proves
+        # the backend has handled the hello.
+        acks = len(device.frames_of(m.DeviceServerHeartbeatAck))
+        await device.heartbeat()
+        await device.wait_for(lambda: len(device.frames_of(m.DeviceServerHeartbeatAck)) > acks)
 
     async def status(self, session_id: str) -> tuple[int, dict[str, Any]]:
         response = await self.http.get(f"/v1/sessions/{session_id}")
@@ -68,6 +77,16 @@ class Service:
         devices = (await self.http.get("/v1/devices")).json()["devices"]
         used: int = devices[0]["usedCapacity"]
         return used
+
+
+def _nothing_overdue(backend: Backend) -> bool:
+    """No session or device deadline of any tenant is due: every timer that was has fired."""
+    db, now = backend.services.db, backend.clock.now()
+    for tenant in credentials.tenants(db):
+        due = sessions.next_deadline(db, tenant, offline_after_s=DEVICE_OFFLINE_AFTER_S)
+        if due is not None and due <= now:
+            return False
+    return True
 
 
 @pytest.fixture
@@ -84,10 +103,16 @@ async def service(tmp_path: Path) -> AsyncIterator[Service]:
 async def create_pending(service: Service) -> str:
     """A create the silent device leaves in provisioning: 202 after the 5 s wait."""
     assert service.backend is not None
+    devices = service.backend.devices
+    sent = sum(len(d.frames_of(m.DeviceServerProvision)) for d in devices)
     pending = asyncio.ensure_future(
         service.http.post("/v1/sessions", json=unattended(), headers=idem())
     )
-    await service.backend.settle()
+    # The provision frame leaves before the create starts its 5 s wait on the clock.
+    await service.backend.until(
+        lambda: sum(len(d.frames_of(m.DeviceServerProvision)) for d in devices) > sent,
+        "a device got the provision",
+    )
     await service.clock.advance(5)
     response = await pending
     assert response.status_code == 202, response.text
@@ -100,7 +125,8 @@ async def create_and_delete(service: Service, device: SimulatedDevice) -> str:
     created = await service.http.post("/v1/sessions", json=unattended(), headers=idem())
     assert created.status_code == 201, created.text
     session_id: str = created.json()["sessionId"]
-    await service.backend.settle()
+    backend = service.backend
+    await backend.until(lambda: backend.session_status(session_id) == "connected", "connected")
     deleting = await service.http.delete(f"/v1/sessions/{session_id}")
     assert deleting.json()["status"] == "closing"
     await device.wait_for(lambda: device.frames_of(m.DeviceServerClose))
@@ -148,16 +174,21 @@ async def test_provisioning_deadline_is_re_armed_at_30s_after_creation(service: 
     assert len(provisions) == 2  # reconciliation re-sent the provision of the same lease
     assert provisions[0].lease_id == provisions[1].lease_id
 
+    created_at = service.clock.now() - 15
     await service.clock.advance(14.9)  # creation + 29.9 s
-    await second.settle()
     assert (await service.status(session_id))[1]["status"] == "provisioning"
     await service.clock.advance(0.1)  # creation + 30 s: the deadline set before the restart
-    await second.settle()
+    await second.until(lambda: second.session_status(session_id) == "lost", "lost")
     code, tomb = await service.status(session_id)
     assert (code, tomb["status"], tomb["reason"]) == (410, "lost", "provisioning_failed")
+    # Lost at 30 s, in the turn after the last step: not at 29.9 s.
+    assert datetime.fromisoformat(tomb["endedAt"]).timestamp() == created_at + 30
     # The device acknowledged the close of whatever it may have made: capacity is free again.
     await device.wait_for(lambda: device.frames_of(m.DeviceServerClose))
-    await second.settle()
+    db = second.services.db
+    await second.until(
+        lambda: not sessions.holding_capacity(db, "acme", "laptop-1"), "capacity released"
+    )
     assert await service.used_capacity() == 0
 
 
@@ -177,7 +208,15 @@ async def test_closing_session_settles_on_the_resent_close_after_a_restart(
     assert await service.used_capacity() == 1
     device.behaviour.close = "ack"
     await service.reconnect(device)
-    closes = device.frames_of(m.DeviceServerClose)
+    closes = await device.wait_for(
+        lambda: (
+            len(device.frames_of(m.DeviceServerClose)) == 2
+            and device.frames_of(m.DeviceServerClose)
+        )
+    )
+    backend = service.backend
+    assert backend is not None
+    await backend.until(lambda: backend.session_status(session_id) == "closed", "closed")
     assert len(closes) == 2
     assert (closes[1].lease_id, closes[1].lease_epoch) == (
         closes[0].lease_id,

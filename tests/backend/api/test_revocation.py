@@ -16,6 +16,7 @@ from tests.backend.conftest import Backend, idem, post_create, unattended
 from tests.support.simdevice import Behaviour
 from understudy import _security
 from understudy._store import credentials
+from understudy.generated import models as m
 
 WITHIN_S = 5.0  # the runbook promises about a second; the margin is for a loaded machine
 
@@ -94,13 +95,13 @@ async def test_revoking_a_device_closes_its_device_and_session_sockets(backend: 
 
 
 async def test_revoking_a_key_ends_its_waiting_requests_with_401(backend: Backend) -> None:
-    await backend.device(behaviour=Behaviour(read="silent"))
+    device = await backend.device(behaviour=Behaviour(read="silent"))
     key_id, key = _key(backend)
     async with backend.client(key) as http:
         created = await post_create(backend, http, unattended())
         assert created.status_code == 201, created.text
         session_id = created.json()["sessionId"]
-        await backend.device("acme", "laptop-2", behaviour=Behaviour(provision="silent"))
+        second = await backend.device("acme", "laptop-2", behaviour=Behaviour(provision="silent"))
 
         read = {"commandId": str(uuid.uuid4()), "command": {"name": "snapshot"}}
         waiting_read = asyncio.ensure_future(
@@ -109,7 +110,12 @@ async def test_revoking_a_key_ends_its_waiting_requests_with_401(backend: Backen
         waiting_create = asyncio.ensure_future(
             http.post("/v1/sessions", json=unattended(profile="profile-b"), headers=idem())
         )
-        await backend.settle()
+        # Both wait on the manual clock: the read reached the device, the create its provision.
+        lease = next(iter(device.leases.values()))
+        await device.wait_for(
+            lambda: [f for f in lease.session_frames if isinstance(f, m.SessionServerRead)]
+        )
+        await second.wait_for(lambda: second.frames_of(m.DeviceServerProvision))
         assert not waiting_read.done() and not waiting_create.done()  # the manual clock stands
 
         await _cli(backend, "keys", "revoke", key_id)

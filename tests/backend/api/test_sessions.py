@@ -221,7 +221,8 @@ async def test_slow_provisioning_returns_202_then_connects(backend: Backend) -> 
     device = await backend.device(behaviour=Behaviour(provision="silent"))
     async with backend.client(backend.api_key()) as http:
         pending = asyncio.create_task(http.post("/v1/sessions", json=unattended(), headers=idem()))
-        await backend.settle()
+        # The provision frame leaves before the create starts its 5 s wait on the clock.
+        await device.wait_for(lambda: device.frames_of(m.DeviceServerProvision))
         await backend.clock.advance(5)
         response = await pending
         assert response.status_code == 202
@@ -232,7 +233,8 @@ async def test_slow_provisioning_returns_202_then_connects(backend: Backend) -> 
         device.behaviour.provision = "ack"
         provision = device.frames_of(m.DeviceServerProvision)[0]
         await device._provision(provision)
-        await backend.settle()
+        session_id = location.rsplit("/", 1)[-1]
+        await backend.until(lambda: backend.session_status(session_id) == "connected", "connected")
         assert (await http.get(location)).json()["status"] == "connected"
 
 
@@ -257,14 +259,17 @@ async def test_delete_persists_closing_then_the_fenced_ack_makes_it_terminal(
                 type="close_ack", lease_id=close.lease_id, lease_epoch=close.lease_epoch + 1
             )
         )
-        await backend.settle()
+        refused = await device.wait_for(lambda: device.frames_of(m.DeviceServerError))
+        assert [e.code for e in refused] == ["stale_lease_epoch"]
         assert (await http.get(url)).status_code == 200
         await device.send_frame(
             m.DeviceClientCloseAck(
                 type="close_ack", lease_id=close.lease_id, lease_epoch=close.lease_epoch
             )
         )
-        await backend.settle()
+        await backend.until(
+            lambda: backend.session_status(created["sessionId"]) == "closed", "closed"
+        )
         tomb = await http.get(url)
         assert tomb.status_code == 410
         assert tomb.json() == {

@@ -82,7 +82,6 @@ async def keep_alive(backend: Backend, seconds: float) -> None:
         with services.db.transaction():
             credentials.device_seen(services.db, TENANT, DEVICE, services.clock.now())
         seconds -= step
-    await backend.settle(5)
 
 
 async def run_lifecycle(backend: Backend, secrets: list[str]) -> None:
@@ -96,17 +95,17 @@ async def run_lifecycle(backend: Backend, secrets: list[str]) -> None:
         created = await http.post("/v1/sessions", json=unattended([SHOP], PROFILE), headers=idem())
         assert created.status_code == 201, created.text
         unattended_id = created.json()["sessionId"]
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(unattended_id) == "connected", "up")
         assert (await http.get(f"/v1/sessions/{unattended_id}")).status_code == 200
         assert (await http.delete(f"/v1/sessions/{unattended_id}")).status_code == 202
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(unattended_id) == "closed", "closed")
         assert (await http.get(f"/v1/sessions/{unattended_id}")).status_code == 410
 
         # Attended: attach an existing tab, then detach by deleting.
         attended_id = (await http.post("/v1/sessions")).json()["sessionId"]
         assert (await device.attach(attended_id, tab_id=31)).outcome == "attached"
         assert (await http.delete(f"/v1/sessions/{attended_id}")).status_code == 202
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(attended_id) == "closed", "detached")
 
         # A replayed and a forged ticket.
         for url in (ticket.socket_url, ticket.socket_url[:-3] + "AAA"):
@@ -121,8 +120,9 @@ async def run_lifecycle(backend: Backend, secrets: list[str]) -> None:
         created = await http.post("/v1/sessions", json=unattended([BANK], PROFILE), headers=idem())
         assert created.status_code == 201, created.text
         expiring_id = created.json()["sessionId"]
-        await backend.settle()
+        await backend.until(lambda: backend.session_status(expiring_id) == "connected", "up")
         await keep_alive(backend, 2 * 3600)
+        await backend.until(lambda: backend.session_status(expiring_id) == "expired", "expired")
         tomb = await http.get(f"/v1/sessions/{expiring_id}")
         assert (tomb.status_code, tomb.json()["status"]) == (410, "expired")
 

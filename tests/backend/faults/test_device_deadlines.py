@@ -41,7 +41,7 @@ async def _wait_session(backend: Backend, device: SimulatedDevice, session_id: s
     )
     lease = next(lease for lease in device.leases.values() if lease.session_id == session_id)
     await device.wait_for(lambda: hello_acks(lease) > 0)
-    await backend.settle()
+    await backend.until(lambda: backend.session_status(session_id) == "connected", "connected")
 
 
 async def _answer(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
@@ -103,7 +103,9 @@ async def test_granted_work_past_its_deadline_stays_unknown_after_a_device_resta
         pending = await first
         assert (pending.status_code, pending.json()["retryPolicy"]) == (202, "poll_same_command")
         await backend.clock.advance(5)
-        await backend.settle()
+        await backend.until(
+            lambda: backend.command_state(session_id, command_id) == "unknown", "unknown"
+        )
         unknown = await _answer(http, f"{url}/{command_id}")
         assert (unknown["status"], unknown["code"]) == (409, "command_outcome_unknown")
 

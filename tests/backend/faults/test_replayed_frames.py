@@ -38,6 +38,19 @@ def _errors(lease: Lease) -> list[m.SessionServerError]:
     return [f for f in lease.session_frames if isinstance(f, m.SessionServerError)]
 
 
+async def _handled(device: SimulatedDevice, session_id: str, lease: Lease) -> None:
+    """Return once the backend has handled every frame sent on the session socket so far.
+
+    The socket's frames are handled in order, so the error answering a result for a command
+    nobody sent (a frame with no effect) comes after everything sent before it.
+    """
+    probe = str(uuid.uuid4())
+    error = {"code": "internal_error", "message": "probe"}
+    frame = {"type": "result", "commandId": probe, "outcome": "failed", "error": error}
+    await device.send_session_frame(session_id, frame)
+    await device.wait_for(lambda: [e for e in _errors(lease) if str(e.command_id) == probe])
+
+
 async def test_a_second_write_ready_for_a_granted_write_never_grants_again(
     backend: Backend,
 ) -> None:
@@ -52,7 +65,7 @@ async def test_a_second_write_ready_for_a_granted_write_never_grants_again(
         ready = {"type": "write_ready", "commandId": cid, "leaseEpoch": lease.lease_epoch}
         for _ in range(2):
             await device.send_session_frame(session_id, ready)
-        await backend.settle()
+        await _handled(device, session_id, lease)
         assert (grants(lease, cid), _of(lease, m.SessionServerCancel, cid)) == (1, [])
 
         await device.send_session_frame(session_id, lease.journal_results[cid].to_wire())
@@ -261,7 +274,7 @@ async def test_stale_epochs_are_refused_on_the_session_socket(backend: Backend) 
         unused = await _ticket(device, lease)  # minted for lease epoch 1
 
         await device.restart_browser()  # a new browser epoch: the lease moves to epoch 2
-        await backend.settle()
+        await device.wait_for(lambda: [x for x in device.leases.values() if x.lease_epoch == 2])
         current = next(iter(device.leases.values()))
         assert current.lease_epoch == lease.lease_epoch + 1
 

@@ -110,7 +110,8 @@ async def test_a_session_socket_drop_at_each_step_runs_the_write_at_most_once(
         device.drop_after = point
         caller = asyncio.create_task(drive(http, session_id, body))
         await asyncio.wait_for(device.dropped.wait(), 5)
-        await backend.settle()
+        agent = backend.services.session_agent(session_id)
+        await backend.until(lambda: not agent.connected, "the backend saw the socket drop")
         await device.reopen(lease)
         final = await asyncio.wait_for(caller, 30)
         await device.wait_for(lambda: command_id not in lease.journal)

@@ -21,6 +21,7 @@ from understudy._connection import (
     CLOSE_FRAME_RATE,
     CLOSE_HELLO_TIMEOUT,
     CLOSE_MESSAGE_TOO_BIG,
+    CLOSE_NOT_AUTHORITATIVE,
     CLOSE_TICKET_REFUSED,
 )
 from understudy.http._auth import ServicesDep
@@ -169,7 +170,7 @@ async def _serve(
     try:
         claims = _ticket(socket, services, audience, session_id)
     except _Refused:
-        await socket.close(code=4403, reason="origin refused")
+        await socket.close(code=CLOSE_NOT_AUTHORITATIVE, reason="origin refused")
         return
     if claims is None:
         await socket.accept()
@@ -188,7 +189,7 @@ async def _serve(
     await socket.accept()
     serial = await agent.accept(_WsConnection(socket, services.db), claims)
     if serial is None:
-        await socket.close(code=4401, reason="ticket refused")
+        await socket.close(code=CLOSE_TICKET_REFUSED, reason="ticket refused")
         return
     try:
         await _serve_frames(socket, services, agent, serial, audience, rate)
