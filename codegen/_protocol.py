@@ -3,8 +3,8 @@
 - Protocol constants (`spec/frames/protocol-constants.json`, keyword `x-understudy-constants`):
   close codes, limits, intervals; written as `understudy.generated.protocol` and
   `packages/protocol/src/generated/protocol.ts`.
-- The frame decoder's tables (`packages/protocol/src/generated/frames.ts`): for each frame the backend
-  sends and each command, the fields it has, required or optional, and the kind of value each
+- The frame decoder's tables (`packages/protocol/src/generated/frames.ts`): for each frame the
+  backend sends and each command, the fields it has, required or optional, and the kind of value each
   holds. The tables are typed against the generated unions of `wire.ts`, so the compiler refuses a
   table that misses a field of the schema or names one it does not have.
 """
@@ -251,7 +251,7 @@ def _kind(spec: Spec, schema: Json, where: str) -> str:
 
 
 def render_ts_frames(spec: Spec, header: str) -> str:
-    """`packages/protocol/src/generated/frames.ts`: the decoder's field tables, typed against wire.ts."""
+    """`packages/protocol/src/generated/frames.ts`: the decoder's tables, typed against wire.ts."""
     tables = decoder_tables(spec)
     imports = f'import type {{ {", ".join(sorted(tables))} }} from "./wire.js";'
     template = (TEMPLATES / "frames.ts").read_text().replace("__IMPORTS__", imports)
