@@ -5,8 +5,8 @@
   `packages/protocol/src/generated/protocol.ts`.
 - The frame decoder's tables (`packages/protocol/src/generated/frames.ts`): for each frame the
   backend sends and each command, the fields it has, required or optional, and the kind of value
-  each holds. The tables are typed against the generated unions of `wire.ts`, so the compiler refuses a
-  table that misses a field of the schema or names one it does not have.
+  each holds. The tables are typed against the generated unions of `wire.ts`, so the compiler
+  refuses a table that misses a field of the schema or names one it does not have.
 """
 
 from __future__ import annotations
