@@ -52,6 +52,8 @@ export interface ProfileDeps {
   readonly settleMs?: number;
   /** Whether to keep a spare window ready for the next session (see spareWindow.ts); true when absent. */
   readonly spareWindow?: boolean;
+  /** How long after a provision the next spare opens (SPARE_REOPEN_DELAY_MS when absent). */
+  readonly spareReopenDelayMs?: number;
 }
 
 export const CONNECT_TICKET_PATH = "/v1/device/connect-ticket";
@@ -108,6 +110,7 @@ export class ProfileClient {
       spareWanted: () => deps.spareWindow !== false && this.state !== "unauthorized",
       ...(deps.random === undefined ? {} : { random: deps.random }),
       ...(deps.settleMs === undefined ? {} : { settleMs: deps.settleMs }),
+      ...(deps.spareReopenDelayMs === undefined ? {} : { spareReopenDelayMs: deps.spareReopenDelayMs }),
     });
     this.attachRequests = new AttachRequests({
       chrome,
@@ -334,12 +337,12 @@ export class ProfileClient {
         return;
       case "provision":
         this.sendDevice(await this.manager.provision(frame));
-        // After the ack: opening a window costs the browser ~100 ms, better spent after it.
-        this.manager.spare.ensure();
+        // Once this session had time to connect (see SPARE_REOPEN_DELAY_MS).
+        this.manager.spare.ensureSoon();
         return;
       case "close":
         this.sendDevice(await this.manager.close(frame));
-        this.manager.spare.ensure();
+        this.manager.spare.ensureSoon();
         return;
       case "session_ticket":
         await this.manager.sessionTicket(frame);

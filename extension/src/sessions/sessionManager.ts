@@ -22,7 +22,7 @@ import type {
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
-import { SpareWindow } from "./spareWindow";
+import { SpareWindow, observeFirstFrame } from "./spareWindow";
 
 export interface ManagerDeps extends RuntimeDeps {
   /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
@@ -32,6 +32,8 @@ export interface ManagerDeps extends RuntimeDeps {
    * Also false while the device is disabled, unenrolled or revoked.
    */
   spareWanted?(): boolean;
+  /** How long after a provision the next spare opens (see spareWindow.ts); unit tests shorten it. */
+  readonly spareReopenDelayMs?: number;
 }
 
 type ReleaseReason = DeviceClientLeaseReleased["reason"];
@@ -79,12 +81,18 @@ export class SessionManager {
     const { chrome } = deps;
     const fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
     this.fence = fence;
-    this.deps = { ...deps, admitDocument: (url) => fence.admit(url) };
+    this.deps = {
+      ...deps,
+      admitDocument: (url) => fence.admit(url),
+      // A session socket's first frame: that session is connected, the next spare may open.
+      socketFactory: (url) => observeFirstFrame(deps.socketFactory(url), () => this.spare.ensure()),
+    };
     this.spare = new SpareWindow({
       chrome,
       log: deps.log,
       browserEpoch: () => deps.browserEpoch(),
       wanted: () => deps.enabled() && (deps.spareWanted?.() ?? false),
+      ...(deps.spareReopenDelayMs === undefined ? {} : { reopenDelayMs: deps.spareReopenDelayMs }),
     });
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);

@@ -19,6 +19,7 @@
  */
 import type { ChromeFacade, TabSnapshot } from "../chrome/facade";
 import type { Logger } from "../log";
+import type { SocketLike } from "../net/socket";
 import { SerialChain } from "./serialChain";
 
 export const SPARE_KEY = "spareWindow";
@@ -36,6 +37,69 @@ export interface SpareDeps {
   browserEpoch(): string;
   /** Whether a spare should exist now (the device is enrolled, enabled and not revoked). */
   wanted(): boolean;
+  /** How long after a provision the next spare opens; SPARE_REOPEN_DELAY_MS when absent. */
+  readonly reopenDelayMs?: number;
+}
+
+/**
+ * Opening a window costs the browser a renderer process, ~100 ms of a core. Started right after a
+ * provision it competes with that session's own socket upgrade and the server's turns on a small
+ * machine (measured on 2 shared cores: `provision_ack` -> session socket open grew from ~7 to
+ * ~57 ms), so the next spare opens once a session socket got its first frame (the session is
+ * connected), or after this long when none does.
+ */
+export const SPARE_REOPEN_DELAY_MS = 1_000;
+
+/**
+ * Wraps a session socket so `onFirstFrame` runs once, when its first frame arrives (the server's
+ * `hello_ack`); everything else passes through unchanged.
+ */
+export function observeFirstFrame(socket: SocketLike, onFirstFrame: () => void): SocketLike {
+  let seen = false;
+  return {
+    get readyState() {
+      return socket.readyState;
+    },
+    get onopen() {
+      return socket.onopen;
+    },
+    set onopen(handler) {
+      socket.onopen = handler;
+    },
+    get onmessage() {
+      return socket.onmessage;
+    },
+    set onmessage(handler) {
+      socket.onmessage =
+        handler === null
+          ? null
+          : (event) => {
+              handler(event);
+              if (!seen) {
+                seen = true;
+                onFirstFrame();
+              }
+            };
+    },
+    get onclose() {
+      return socket.onclose;
+    },
+    set onclose(handler) {
+      socket.onclose = handler;
+    },
+    get onerror() {
+      return socket.onerror;
+    },
+    set onerror(handler) {
+      socket.onerror = handler;
+    },
+    send: (data) => {
+      socket.send(data);
+    },
+    close: (code, reason) => {
+      socket.close(code, reason);
+    },
+  };
 }
 
 export class SpareWindow {
@@ -49,6 +113,7 @@ export class SpareWindow {
   /** A person closed or navigated the spare: no new one until the next provision. */
   private heldOff = false;
   private readonly writes = new SerialChain();
+  private reopenTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(private readonly deps: SpareDeps) {
     deps.chrome.tabs.onRemoved((tabId) => {
@@ -81,6 +146,15 @@ export class SpareWindow {
     }
     // Taken by a provision just before the worker stopped, closed, or navigated: not ours to touch.
     await this.persist(undefined);
+  }
+
+  /** Opens a spare a little later (after a provision took one): see SPARE_REOPEN_DELAY_MS. */
+  ensureSoon(): void {
+    if (this.reopenTimer !== undefined) return;
+    this.reopenTimer = setTimeout(() => {
+      this.reopenTimer = undefined;
+      this.ensure();
+    }, this.deps.reopenDelayMs ?? SPARE_REOPEN_DELAY_MS);
   }
 
   /** Opens a spare unless one is ready, on its way, held off, or not wanted. */
@@ -118,6 +192,8 @@ export class SpareWindow {
   /** Closes the spare (the device was disabled, unenrolled or revoked); one still opening follows. */
   async close(): Promise<void> {
     this.generation += 1;
+    if (this.reopenTimer !== undefined) clearTimeout(this.reopenTimer);
+    this.reopenTimer = undefined;
     const spare = this.ready;
     this.ready = undefined;
     if (spare !== undefined) await this.removeTab(spare.id);

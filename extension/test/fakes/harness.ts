@@ -85,6 +85,7 @@ export function makeHarness(options: HarnessOptions = {}): Harness {
     newId: nextUuid,
     settleMs: options.settleMs ?? 0,
     spareWindow: options.spareWindow ?? false,
+    spareReopenDelayMs: 0,
     ...(options.random === undefined ? {} : { random: options.random }),
     ...(options.now === undefined ? {} : { now: options.now }),
   });

@@ -63,9 +63,10 @@ describe("SpareWindow", () => {
       if (data.includes('"provision_ack"')) windowsWhenAcked = h.chrome.windowsCreated;
       send(data);
     };
-    const { tabId } = await provision(h, device, LEASE_A);
+    const { tabId, session } = await provision(h, device, LEASE_A);
     expect(tabId).toBe(spare.id);
     expect(windowsWhenAcked).toBe(1);
+    expect(session.framesOf("hello")).toHaveLength(1);
     expect(h.profile.manager.isControlledTab(spare.id)).toBe(true);
     expect(h.profile.manager.spare.isSpareTab(spare.id)).toBe(false);
     // Replenished: a second window, a new spare, and still one lease.
@@ -106,6 +107,9 @@ describe("SpareWindow", () => {
     await settle();
     expect(h.chrome.windowsCreated).toBe(0);
     release();
+    await settle();
+    // No session socket here: the next spare opens after the reopen delay (0 in the harness).
+    await new Promise((resolve) => setTimeout(resolve, 5));
     await settle();
     const ack = device.framesOf("provision_ack")[0];
     expect(ack).toMatchObject({ outcome: "provisioned" });
