@@ -61,17 +61,9 @@ export interface NavigationApi {
   onMainFrameBlocked(listener: (tabId: number) => void): void;
 }
 
-/** Where a window's top-left corner is on the screen, in pixels. */
-export interface WindowPosition {
-  readonly left: number;
-  readonly top: number;
-}
-
 export interface WindowsApi {
-  /** Opens `about:blank` in a new unfocused window (at `position` when given) and returns its one tab. */
-  createUnfocusedBlank(position?: WindowPosition): Promise<TabSnapshot>;
-  /** The tab of every window whose one tab shows `about:blank`, with where the window is. */
-  loneBlankTabs(): Promise<{ readonly tabId: number; readonly position: WindowPosition }[]>;
+  /** Opens `about:blank` in a new unfocused window and returns its one tab. */
+  createUnfocusedBlank(): Promise<TabSnapshot>;
 }
 
 /** A key-value storage area (chrome.storage.local, .session or .managed). */

@@ -97,19 +97,13 @@ export function realChrome(): ChromeFacade {
       },
     },
     windows: {
-      createUnfocusedBlank: async (position) => {
-        const window = await chrome.windows.create({ focused: false, url: "about:blank", ...(position ?? {}) });
+      createUnfocusedBlank: async () => {
+        const window = await chrome.windows.create({ focused: false, url: "about:blank" });
         const tab = window?.tabs?.[0];
         const snap = tab === undefined ? undefined : snapshot(tab);
         if (snap === undefined) throw new Error("chrome.windows.create returned no tab");
         return snap;
       },
-      loneBlankTabs: async () =>
-        (await chrome.windows.getAll({ populate: true })).flatMap((window) => {
-          const tab = window.tabs?.length === 1 ? window.tabs[0] : undefined;
-          if (tab?.id === undefined || (tab.url ?? tab.pendingUrl) !== "about:blank") return [];
-          return [{ tabId: tab.id, position: { left: window.left ?? NaN, top: window.top ?? NaN } }];
-        }),
     },
     storage: {
       local: area(chrome.storage.local),

@@ -149,8 +149,6 @@ export class ProfileClient {
     // A new epoch is a browser start: resume the person's tabs Chromium left stalled (see
     // startupTabs.ts); controlled tabs are the runtimes' business.
     if (epoch.isNew) scheduleStartupTabChecks(chrome.tabs, (tabId) => this.manager.isControlledTab(tabId), log);
-    // Chrome may have restored the previous epoch's spare window: close it (see spareWindow.ts).
-    if (epoch.isNew) await this.manager.spare.sweepAfterRestart((tabId) => this.manager.isControlledTab(tabId));
     await this.applyConfig(await loadEnrollment(chrome.storage));
     // A disabled device controls nothing; its runtimes were released when it was disabled.
     if (this.loaded.config?.enabled === true) await this.manager.restore(await this.leases.load());

@@ -93,7 +93,6 @@ export class SessionManager {
       browserEpoch: () => deps.browserEpoch(),
       wanted: () => deps.enabled() && (deps.spareWanted?.() ?? false),
       ...(deps.spareReopenDelayMs === undefined ? {} : { reopenDelayMs: deps.spareReopenDelayMs }),
-      ...(deps.random === undefined ? {} : { random: deps.random }),
     });
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);

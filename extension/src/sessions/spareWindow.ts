@@ -14,24 +14,20 @@
  *   next provision;
  * - closed when the device is disabled, unenrolled or revoked;
  * - its ids live in chrome.storage.session, so a restarted service worker adopts it rather than
- *   leaving it behind;
- * - a browser restart clears that area and gives every tab a new id, and Chrome's session restore
- *   ("continue where you left off", or restoring after a crash) brings the spare back as an
- *   ordinary about:blank window (measured). So each spare opens at a position of its own, kept in
- *   chrome.storage.local until the spare is taken or closed; in the first seconds of a new browser
- *   epoch a window at exactly that position whose one tab is about:blank is that spare, and is
- *   closed. Nothing else Chrome restored is touched.
+ *   leaving it behind. That area clears with the browser epoch, and tab ids change with it: after
+ *   a browser restart no spare is known. Chrome's session restore ("continue where you left off",
+ *   or restoring after a crash) brings the spare back as an ordinary about:blank window (measured,
+ *   tests/e2e/test_browser_restart.py), which the extension then leaves alone like every tab
+ *   Chrome restored, the previous epoch's session tabs included. Nothing tells it apart from a
+ *   person's blank window: Chromium headless ignores the `left`/`top` asked of windows.create
+ *   (measured), so a position cannot mark it.
  */
-import type { ChromeFacade, TabSnapshot, WindowPosition } from "../chrome/facade";
+import type { ChromeFacade, TabSnapshot } from "../chrome/facade";
 import type { Logger } from "../log";
 import type { SocketLike } from "../net/socket";
 import { SerialChain } from "./serialChain";
 
 export const SPARE_KEY = "spareWindow";
-/** chrome.storage.local: where the spare window is, so a browser restart can find it (above). */
-export const SPARE_POSITION_KEY = "spareWindowPosition";
-/** When to look for a restored spare after a new browser epoch starts (restore can come late). */
-export const RESTORED_SPARE_CHECKS_MS: readonly number[] = [0, 1_000, 3_000, 6_000, 10_000];
 
 /** What chrome.storage.session holds about the spare. */
 export interface SpareRecord {
@@ -48,8 +44,6 @@ export interface SpareDeps {
   wanted(): boolean;
   /** How long after a provision the next spare opens; SPARE_REOPEN_DELAY_MS when absent. */
   readonly reopenDelayMs?: number;
-  /** Uniform random in [0, 1) for the spare's position; Math.random when absent. */
-  readonly random?: () => number;
 }
 
 /**
@@ -125,8 +119,6 @@ export class SpareWindow {
   private heldOff = false;
   private readonly writes = new SerialChain();
   private reopenTimer: ReturnType<typeof setTimeout> | undefined;
-  /** Where the previous browser epoch's spare was, while a new epoch looks for it. */
-  private leftBehind: WindowPosition | undefined;
 
   constructor(private readonly deps: SpareDeps) {
     deps.chrome.tabs.onRemoved((tabId) => {
@@ -195,7 +187,6 @@ export class SpareWindow {
       this.ready = undefined;
       // Not awaited: a record naming a leased tab is dropped by `restore`, which skips leased tabs.
       this.persist(undefined).catch(() => undefined);
-      this.forgetPosition();
       const now = await this.deps.chrome.tabs.get(spare.id);
       if (now !== undefined && isUntouched(now)) return now;
       this.deps.log.info("spare_window_not_clean");
@@ -212,54 +203,18 @@ export class SpareWindow {
     this.ready = undefined;
     if (spare !== undefined) await this.removeTab(spare.id);
     await this.persist(undefined);
-    this.forgetPosition();
-  }
-
-  /**
-   * A new browser epoch began: closes the previous epoch's spare if Chrome restored it (see the
-   * module comment), at each of RESTORED_SPARE_CHECKS_MS. `controlled` tabs are never touched.
-   */
-  async sweepAfterRestart(controlled: (tabId: number) => boolean): Promise<void> {
-    const stored = (await this.deps.chrome.storage.local.get([SPARE_POSITION_KEY]))[SPARE_POSITION_KEY] as WindowPosition | undefined;
-    if (stored === undefined) return;
-    this.leftBehind = stored;
-    const last = Math.max(...RESTORED_SPARE_CHECKS_MS);
-    for (const delay of RESTORED_SPARE_CHECKS_MS) {
-      setTimeout(() => {
-        this.closeRestored(stored, controlled)
-          .catch(() => {
-            this.deps.log.warn("restored_spare_check_failed");
-          })
-          .finally(() => {
-            if (delay === last) this.leftBehind = undefined;
-          });
-      }, delay);
-    }
-  }
-
-  private async closeRestored(position: WindowPosition, controlled: (tabId: number) => boolean): Promise<void> {
-    for (const lone of await this.deps.chrome.windows.loneBlankTabs()) {
-      if (lone.position.left !== position.left || lone.position.top !== position.top) continue;
-      if (controlled(lone.tabId) || this.ready?.id === lone.tabId) continue;
-      await this.removeTab(lone.tabId);
-      this.deps.log.info("restored_spare_window_closed");
-    }
   }
 
   private async open(generation: number): Promise<TabSnapshot | undefined> {
     let tab: TabSnapshot;
     try {
-      const position = this.newPosition();
-      // Written first: a browser that stops while the window opens still leaves its position.
-      await this.writes.run(() => this.deps.chrome.storage.local.set({ [SPARE_POSITION_KEY]: position }));
-      tab = await this.deps.chrome.windows.createUnfocusedBlank(position);
+      tab = await this.deps.chrome.windows.createUnfocusedBlank();
     } catch {
       this.deps.log.warn("spare_window_open_failed");
       return undefined;
     }
     if (generation !== this.generation || !this.deps.wanted() || this.ready !== undefined) {
       await this.removeTab(tab.id);
-      if (this.ready === undefined) this.forgetPosition();
       return undefined;
     }
     this.ready = tab;
@@ -272,24 +227,6 @@ export class SpareWindow {
     this.heldOff = true;
     this.deps.log.info(event);
     this.persist(undefined).catch(() => undefined);
-    this.forgetPosition();
-  }
-
-  /**
-   * A position on the screen no other spare of this profile used lately: within the first few
-   * hundred pixels, so the window stays on any screen, and never the previous epoch's.
-   */
-  private newPosition(): WindowPosition {
-    const random = this.deps.random ?? Math.random;
-    for (;;) {
-      const position = { left: 40 + Math.floor(random() * 320), top: 40 + Math.floor(random() * 200) };
-      if (position.left !== this.leftBehind?.left || position.top !== this.leftBehind.top) return position;
-    }
-  }
-
-  /** In the same chain as the position's write, so a later spare's position is never removed. */
-  private forgetPosition(): void {
-    this.writes.run(() => this.deps.chrome.storage.local.remove([SPARE_POSITION_KEY])).catch(() => undefined);
   }
 
   private async removeTab(tabId: number): Promise<void> {

@@ -11,7 +11,6 @@ import type {
   PanelMessageListener,
   StorageArea,
   TabSnapshot,
-  WindowPosition,
 } from "../../src/chrome/facade";
 
 export class FakeStorageArea implements StorageArea {
@@ -102,10 +101,10 @@ export class FakeChrome implements ChromeFacade {
   }
 
   /** Adds a tab as a person (or Chrome's session restore) would; fires tabs.onCreated. */
-  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean; pendingUrl?: string; windowId?: number } = {}): TabSnapshot {
+  openTab(url: string, options: { openerTabId?: number; title?: string; active?: boolean; pendingUrl?: string } = {}): TabSnapshot {
     const tab: TabSnapshot = {
       id: this.nextTabId++,
-      windowId: options.windowId ?? this.nextWindowId,
+      windowId: this.nextWindowId,
       url,
       title: options.title ?? "",
       active: options.active ?? false,
@@ -212,24 +211,11 @@ export class FakeChrome implements ChromeFacade {
     },
   };
 
-  /** Where each window opened by `createUnfocusedBlank` (or placed by a test) is, by window id. */
-  readonly windowPositions = new Map<number, WindowPosition>();
-
   readonly windows = {
-    createUnfocusedBlank: (position?: WindowPosition): Promise<TabSnapshot> => {
+    createUnfocusedBlank: (): Promise<TabSnapshot> => {
       this.nextWindowId += 1;
       this.windowsCreated += 1;
-      this.windowPositions.set(this.nextWindowId, position ?? { left: 0, top: 0 });
       return Promise.resolve(this.openTab("about:blank"));
-    },
-    loneBlankTabs: (): Promise<{ tabId: number; position: WindowPosition }[]> => {
-      const byWindow = new Map<number, TabSnapshot[]>();
-      for (const tab of this.tabsById.values()) byWindow.set(tab.windowId, [...(byWindow.get(tab.windowId) ?? []), tab]);
-      return Promise.resolve(
-        [...byWindow.entries()].flatMap(([windowId, tabs]) =>
-          tabs.length === 1 && tabs[0]?.url === "about:blank" ? [{ tabId: tabs[0].id, position: this.windowPositions.get(windowId) ?? { left: 0, top: 0 } }] : [],
-        ),
-      );
     },
   };
 

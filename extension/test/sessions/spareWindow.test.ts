@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { TabSnapshot } from "../../src/chrome/facade";
 import { PanelService } from "../../src/panel/panelService";
 import { CLOSE_DEVICE_REVOKED } from "../../src/profile/profileClient";
-import { SPARE_KEY, SPARE_POSITION_KEY, type SpareRecord } from "../../src/sessions/spareWindow";
+import { SPARE_KEY, type SpareRecord } from "../../src/sessions/spareWindow";
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 
@@ -229,45 +229,17 @@ describe("SpareWindow", () => {
     expect(second.chrome.windowsCreated).toBe(0);
   });
 
-  it("after a browser restart closes the spare Chrome restored, and only it, then opens a new one", async () => {
+  it("after a browser restart knows no spare: a restored blank window is left alone and a new spare opens", async () => {
     const first = await online();
     const spare = onlySpare(first.h);
-    const position = first.h.chrome.windowPositions.get(spare.windowId);
-    expect(first.h.store.local.data.get(SPARE_POSITION_KEY)).toEqual(position);
     first.h.store.session.data.clear(); // chrome.storage.session clears with the browser epoch
     const second = makeHarness({ spareWindow: true, store: first.h.store });
-    // Chrome's session restore brings the spare back with new ids at its old position, next to
-    // a person's blank window elsewhere and a person's page at the very same position.
-    const restored = second.chrome.openTab("about:blank");
-    second.chrome.windowPositions.set(restored.windowId, position ?? { left: -1, top: -1 });
-    second.chrome.nextTabId += 1;
-    second.chrome.openTab("about:blank", { windowId: 90 });
-    second.chrome.windowPositions.set(90, { left: 0, top: 0 });
-    const page = second.chrome.openTab("https://news.example.org/", { windowId: 91 });
-    second.chrome.windowPositions.set(91, position ?? { left: -1, top: -1 });
+    second.chrome.nextTabId = 500; // tab ids of a new browser start elsewhere
+    second.chrome.tabsById.set(spare.id, spare); // as Chrome's session restore might bring it back
     await connectDevice(second);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    await settle();
-    expect(second.chrome.removedTabs).toEqual([restored.id]);
-    expect(second.chrome.tabsById.has(page.id)).toBe(true);
-    const fresh = onlySpare(second);
-    expect(second.chrome.windowPositions.get(fresh.windowId)).not.toEqual(position);
-    expect(second.store.local.data.get(SPARE_POSITION_KEY)).toEqual(second.chrome.windowPositions.get(fresh.windowId));
-  });
-
-  it("forgets the spare's position once a session takes it, so a restored session window is left alone", async () => {
-    let draw = 0;
-    const h = makeHarness({ spareWindow: true, random: () => [0.1, 0.1, 0.7, 0.7][draw++ % 4] ?? 0 });
-    enroll(h.store);
-    const device = await connectDevice(h);
-    const spare = onlySpare(h);
-    const position = h.chrome.windowPositions.get(spare.windowId);
-    expect(h.store.local.data.get(SPARE_POSITION_KEY)).toEqual(position);
-    h.chrome.windows.createUnfocusedBlank = () => new Promise<TabSnapshot>(() => undefined); // the next spare never opens
-    await provision(h, device, LEASE_A);
-    expect(h.profile.manager.isControlledTab(spare.id)).toBe(true);
-    // Only the next spare's own position is kept (written before its window opens).
-    expect(h.store.local.data.get(SPARE_POSITION_KEY)).not.toEqual(position);
+    expect(second.profile.manager.spare.isSpareTab(spare.id)).toBe(false);
+    expect(second.chrome.removedTabs).toEqual([]);
+    expect(second.chrome.windowsCreated).toBe(1);
   });
 
   it("a spare record naming a tab a restored lease holds is dropped, not adopted", async () => {
