@@ -13,12 +13,12 @@ Method:
    ahead of the next provision, or a new unfocused window when none was ready), attached to it and
    connected the session socket. A ``202`` (still provisioning after the backend's 5 s wait) is
    counted, and its sample runs until ``GET`` shows the session ``connected``.
-3. Between samples (untimed for the target): ``DELETE`` the session, then poll ``GET /v1/devices``
+3. Between samples (untimed for the target): the session lives ``HOLD_S`` (0.3 s, about one
+   command's worth), then ``DELETE`` the session, then poll ``GET /v1/devices``
    every 20 ms until the device's ``usedCapacity`` is 0 again (the extension acknowledged the
    close), so every sample starts from an idle device. The delete-to-free time (``DELETE`` sent to
-   the first ``GET /v1/devices`` that shows the capacity free) is reported too. No pause is added
-   for the extension to open its next spare window: it opens it right after the previous
-   ``provision_ack``, while the client still waits for its ``201``.
+   the first ``GET /v1/devices`` that shows the capacity free) is reported too. The extension
+   opens its next spare window once the session is connected, so within the hold.
 4. Reported: p50/p95/p99 (nearest rank) of the creation round trip; the server's CPU per creation
    (utime + stime over the create requests only).
 5. Steps (``bench._hops``): after the measurement, ``traced`` more creations run the same way with
@@ -33,6 +33,7 @@ Warm-up: ``warmup`` creations (each deleted the same way), not recorded. Sample 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
@@ -52,6 +53,10 @@ if TYPE_CHECKING:
     from bench._http import HttpConnection
 
 TARGET_P50_MS: Final = 100.0
+# How long each session lives between its 201 and its DELETE (untimed): about one command's worth.
+# The extension opens its next spare window once a session is connected; a session deleted the
+# moment it is created would have that window open during its own DELETE.
+HOLD_S: Final = 0.3
 
 
 async def run(
@@ -77,6 +82,7 @@ async def run(
                 session_id, reply = await rig.create_session(connection, f"bench-create-{index}")
                 elapsed_ms = (time.perf_counter_ns() - started) / 1e6
                 cpu = rig.server.sample().cpu_s - before
+                await asyncio.sleep(HOLD_S)
                 started = time.perf_counter_ns()
                 await rig.end_session(connection, session_id)
                 free_ms = (time.perf_counter_ns() - started) / 1e6
@@ -116,6 +122,7 @@ async def _traced(rig: Rig, connection: HttpConnection, count: int) -> dict[str,
         sent = time.time() * 1000
         session_id, _ = await rig.create_session(connection, f"bench-traced-{index}")
         spans.append((sent, time.time() * 1000))
+        await asyncio.sleep(HOLD_S)
         await rig.end_session(connection, session_id)
     trace, offset, error = await _hops.collect(rig)
     report = _hops.create_breakdown(spans, trace, offset)
