@@ -304,7 +304,8 @@ def breakdown(
 # The steps of an unattended session creation, as the extension's calls and frames show them.
 CREATE_STEPS: Final = [
     ("post_to_provision", "POST -> provision at the extension (HTTP, allocation, device frame)"),
-    ("open_tab", "extension: chrome.windows.create (unfocused window, blank tab)"),
+    ("open_tab", "extension: chrome.windows.create for the session (0 with the spare window)"),
+    ("spare_check", "extension: time under chrome.tabs.get (the spare's check)"),
     ("storage", "extension: time under chrome.storage.session calls"),
     ("attach", "extension: time under chrome.debugger.attach"),
     ("guards", "extension: time under CDP set-up calls (Fetch, Target, Page, Emulation)"),
@@ -321,41 +322,52 @@ def create_breakdown(
 ) -> dict[str, Any]:
     """Per step of a session creation (ms), from the client's (request, reply) wall-clock spans.
 
-    Each creation is read from the trace entries inside its span: the first
-    ``chrome.windows.create`` marks the provision frame's arrival, the session socket's
-    construction the session ticket's arrival, and ``hello`` the end of the extension's part
-    (the ``201`` may reach the client before ``hello_ack`` reaches the extension). Between the end
-    of ``chrome.windows.create`` and the socket's construction, each kind of call (storage,
-    ``debugger.attach``, CDP) is reported as the time at least one call of that kind was pending;
-    the extension overlaps independent calls, so those rows can add up to more than the span, and
-    the rest is the time no call at all was pending (JS, awaits).
+    Each creation is read from the trace entries inside its span (the device socket predates the
+    wrappers, so its frames are not stamped): the first ``chrome.storage.session`` call marks the
+    provision frame's arrival (the provision reads the session's journal first), the session
+    socket's construction the session ticket's arrival, and ``hello`` the end of the extension's
+    part (the ``201`` may reach the client before ``hello_ack`` reaches the extension). A
+    ``chrome.windows.create`` that starts before ``debugger.attach`` opens the session's own window
+    (no spare was ready); one that starts after it opens the next spare, right after the
+    ``provision_ack`` is sent, and so marks the end of provisioning. Within provisioning each kind
+    of call (storage, ``tabs.get``, ``debugger.attach``, CDP) is reported as the time at least one
+    call of that kind was pending; the extension overlaps independent calls, so those rows can add
+    up to more than the span, and the rest is the time no call at all was pending (JS, awaits).
     """
     entries = [(k, label, start - offset_ms, end - offset_ms) for k, label, _, start, end in trace]
     steps: dict[str, list[float]] = {key: [] for key, _ in CREATE_STEPS}
     steps["total"] = []
+    spare_used = 0
     for sent, replied in spans:
         inside = sorted((e for e in entries if sent <= e[2] <= replied), key=lambda e: e[2])
 
-        def first(kind: str, label: str, among: list[tuple[str, str, float, float]]) -> Any:
-            return next((e for e in among if e[0] == kind and e[1] == label), None)
+        def first(kind: str, label: str | None, among: list[tuple[str, str, float, float]]) -> Any:
+            return next((e for e in among if e[0] == kind and label in (None, e[1])), None)
 
-        window = first("windows", "windows.create", inside)
+        arrival = first("storage", None, inside)
+        attach = first("attach", "debugger.attach", inside)
         socket_new = first("socket", "new", inside)
         socket_open = first("socket", "open", inside)
         hello = first("send", "hello", inside)
-        if None in (window, socket_new, socket_open, hello):
+        if None in (arrival, attach, socket_new, socket_open, hello):
             continue
-        provisioning = [e for e in inside if window[3] <= e[2] < socket_new[2]]
-        calls = [e for e in provisioning if e[0] in ("storage", "attach", "cdp")]
+        windows = [e for e in inside if e[0] == "windows" and e[2] < socket_new[2]]
+        own = [e for e in windows if e[2] < attach[2]]
+        replenish = next((e for e in windows if e[2] >= attach[2]), None)
+        spare_used += not own
+        until = socket_new[2] if replenish is None else replenish[2]
+        provisioning = [e for e in inside if arrival[2] <= e[2] < until]
+        calls = [e for e in provisioning if e[0] in ("storage", "tabs", "attach", "cdp", "windows")]
         spent = {
             kind: _covered([(e[2], e[3]) for e in calls if e[0] == kind])
-            for kind in ("storage", "attach", "cdp")
+            for kind in ("storage", "tabs", "attach", "cdp", "windows")
         }
-        provision_end = max([window[3], *(e[3] for e in provisioning)])
-        idle = provision_end - window[3] - _covered([(e[2], e[3]) for e in calls])
+        provision_end = until if replenish is not None else max(e[3] for e in provisioning)
+        idle = provision_end - arrival[2] - _covered([(e[2], e[3]) for e in calls])
         values = {
-            "post_to_provision": window[2] - sent,
-            "open_tab": window[3] - window[2],
+            "post_to_provision": arrival[2] - sent,
+            "open_tab": spent["windows"],
+            "spare_check": spent["tabs"],
             "storage": spent["storage"],
             "attach": spent["attach"],
             "guards": spent["cdp"],
@@ -368,7 +380,11 @@ def create_breakdown(
         }
         for key, value in values.items():
             steps[key].append(value)
-    return {"creations": len(steps["total"]), "steps_ms": {k: summary(v) for k, v in steps.items()}}
+    return {
+        "creations": len(steps["total"]),
+        "spare_used": spare_used,
+        "steps_ms": {k: summary(v) for k, v in steps.items()},
+    }
 
 
 def _covered(intervals: list[tuple[float, float]]) -> float:

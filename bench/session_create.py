@@ -9,18 +9,23 @@ Method:
 2. One sample: ``POST /v1/sessions`` with an unattended body (the device, the local page's origin,
    a fresh profile-state key) and a fresh ``Idempotency-Key`` on a keep-alive HTTP/1.1 connection
    (``bench._http``), timed from the request written to the reply read. ``201`` means the backend
-   allocated the device, the extension opened the session's tab, attached to it and connected the
-   session socket. A ``202`` (still provisioning after the backend's 5 s wait) is counted, and its
-   sample runs until ``GET`` shows the session ``connected``.
-3. Between samples (untimed for the target): ``DELETE`` the session, then poll ``GET /v1/devices``
+   allocated the device, the extension handed the session a tab (its spare window's, kept ready
+   ahead of the next provision, or a new unfocused window when none was ready), attached to it and
+   connected the session socket. A ``202`` (still provisioning after the backend's 5 s wait) is
+   counted, and its sample runs until ``GET`` shows the session ``connected``.
+3. Between samples (untimed for the target): the session lives ``HOLD_S`` (1 s), then
+   ``DELETE`` the session, then poll ``GET /v1/devices``
    every 20 ms until the device's ``usedCapacity`` is 0 again (the extension acknowledged the
-   close), so every sample starts from an idle device. The delete-to-free time is reported too.
+   close), so every sample starts from an idle device. The delete-to-free time (``DELETE`` sent to
+   the first ``GET /v1/devices`` that shows the capacity free) is reported too. The extension
+   opens its next spare window once the session is connected, so within the hold.
 4. Reported: p50/p95/p99 (nearest rank) of the creation round trip; the server's CPU per creation
    (utime + stime over the create requests only).
 5. Steps (``bench._hops``): after the measurement, ``traced`` more creations run the same way with
    timing wrappers in the extension's service worker, and each is split into steps: the provision
    frame's arrival, the tab, the debugger attachment and its set-up calls, the session ticket, the
-   session socket and its hello (see ``_hops.create_breakdown``).
+   session socket and its hello (see ``_hops.create_breakdown``), and how many of them found the
+   spare window ready.
 
 Warm-up: ``warmup`` creations (each deleted the same way), not recorded. Sample size:
 ``samples`` creations (plus ``traced`` for the steps, not in the latency figures).
@@ -28,6 +33,7 @@ Warm-up: ``warmup`` creations (each deleted the same way), not recorded. Sample 
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import time
@@ -46,7 +52,12 @@ if TYPE_CHECKING:
     from bench._context import Context
     from bench._http import HttpConnection
 
-TARGET_P50_MS: Final = 150.0
+TARGET_P50_MS: Final = 100.0
+# How long each session lives between its 201 and its DELETE (untimed). The extension opens its
+# next spare window once a session is connected; the window and its renderer then take a few
+# hundred ms of the 2 cores, which a session deleted at once would share with its own DELETE and
+# the next creation (bench/README.md has the figures).
+HOLD_S: Final = 1.0
 
 
 async def run(
@@ -72,6 +83,7 @@ async def run(
                 session_id, reply = await rig.create_session(connection, f"bench-create-{index}")
                 elapsed_ms = (time.perf_counter_ns() - started) / 1e6
                 cpu = rig.server.sample().cpu_s - before
+                await asyncio.sleep(HOLD_S)
                 started = time.perf_counter_ns()
                 await rig.end_session(connection, session_id)
                 free_ms = (time.perf_counter_ns() - started) / 1e6
@@ -111,6 +123,7 @@ async def _traced(rig: Rig, connection: HttpConnection, count: int) -> dict[str,
         sent = time.time() * 1000
         session_id, _ = await rig.create_session(connection, f"bench-traced-{index}")
         spans.append((sent, time.time() * 1000))
+        await asyncio.sleep(HOLD_S)
         await rig.end_session(connection, session_id)
     trace, offset, error = await _hops.collect(rig)
     report = _hops.create_breakdown(spans, trace, offset)
@@ -131,7 +144,16 @@ def tables(result: dict[str, Any]) -> list[Table]:
     create, freed = result["create_ms"], result["delete_to_free_ms"]
     table = Table(
         "Session creation with a real Chromium device: POST /v1/sessions to 201",
-        ["n", "p50 ms", "p95 ms", "p99 ms", "max ms", "server CPU ms", "delete to free p50 ms"],
+        [
+            "n",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+            "max ms",
+            "server CPU ms",
+            "delete to free p50 ms",
+            "delete to free p95 ms",
+        ],
     )
     table.rows.append(
         [
@@ -142,6 +164,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
             fmt(create["max"]),
             fmt(result["server_cpu_ms_per_create"]),
             fmt(freed["p50"]),
+            fmt(freed["p95"]),
         ]
     )
     codes = ", ".join(f"{count} x {status}" for status, count in sorted(result["statuses"].items()))
@@ -159,7 +182,10 @@ def tables(result: dict[str, Any]) -> list[Table]:
         breakdown.rows.append(
             [label, fmt(cell.get("p50", math.nan)), fmt(cell.get("mean", math.nan))]
         )
-    breakdown.notes.append(_hops.clock_note(steps))
+    breakdown.notes.append(
+        f"the spare window was ready for {steps.get('spare_used', 0)} of {steps['creations']}; "
+        + _hops.clock_note(steps)
+    )
     return [table, breakdown]
 
 
@@ -170,7 +196,8 @@ def targets(result: dict[str, Any]) -> list[Target]:
             "session creation to 201 with a real Chromium device",
             f"p50 <= {TARGET_P50_MS:.0f} ms",
             f"p50 {fmt(p50)} ms, p95 {fmt(result['create_ms']['p95'])} ms, "
-            f"p99 {fmt(result['create_ms']['p99'])} ms",
+            f"p99 {fmt(result['create_ms']['p99'])} ms (delete -> capacity free p50 "
+            f"{fmt(result['delete_to_free_ms']['p50'])} ms)",
             p50 <= TARGET_P50_MS,
         )
     ]

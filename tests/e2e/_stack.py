@@ -20,6 +20,7 @@ from .conftest import (
     enroll_extension,
     eventually,
     idem,
+    spare_ready,
     start_backend,
     stop_backend,
     unattended,
@@ -77,6 +78,7 @@ async def session(env: Env) -> AsyncIterator[str]:
     )
     assert created.status_code == 201, created.text
     session_id: str = created.json()["sessionId"]
+    await spare_ready(env.browser)
     try:
         yield session_id
     finally:

@@ -420,6 +420,23 @@ async def panel_request(browser: Chromium, message: dict[str, Any]) -> dict[str,
     return answer
 
 
+async def spare_ready(browser: Chromium) -> None:
+    """Wait until the extension's next spare window is open (it opens beside a new session).
+
+    A test that compares the browser's pages before and after something a session does takes
+    its "before" after this, so the spare window does not appear in between.
+    """
+
+    async def ready() -> bool:
+        return bool(
+            await worker_eval(
+                browser, "chrome.storage.session.get('spareWindow').then(r => !!r.spareWindow)"
+            )
+        )
+
+    await eventually(ready, what="the extension's spare window opening")
+
+
 async def debugger_targets(browser: Chromium) -> list[dict[str, Any]]:
     """chrome.debugger.getTargets(): each target's tab id and whether a debugger is attached."""
     targets: list[dict[str, Any]] = await worker_eval(browser, "chrome.debugger.getTargets()")

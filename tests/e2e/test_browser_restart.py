@@ -28,6 +28,7 @@ from .conftest import (
     wait_online,
     wait_status,
     window_of_tab,
+    worker_eval,
 )
 
 if TYPE_CHECKING:
@@ -114,14 +115,22 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
             assert [t["url"] for t in controlled] == ["about:blank"]
             fresh = controlled[0]
             assert (await window_of_tab(browser, fresh["tabId"]))["focused"] is False
-            # Restored tabs: the person's page, and the session's old tab; none is controlled.
+            # Restored tabs: the person's page, the session's old tab and the old epoch's spare
+            # window; none is controlled. The new epoch's spare is not among them.
+            spare = await eventually(
+                lambda: worker_eval(
+                    browser, "chrome.storage.session.get('spareWindow').then(r => r.spareWindow)"
+                ),
+                what="the new epoch's spare window",
+            )
             pages = [
                 t
                 for t in await debugger_targets(browser)
                 if "tabId" in t and not t["url"].startswith("chrome-extension:")
             ]
-            restored = [t for t in pages if t["id"] != fresh["id"]]
-            assert sorted(t["url"] for t in restored) == sorted([user_url, "about:blank"]), pages
+            restored = [t for t in pages if t["id"] != fresh["id"] and t["tabId"] != spare["tabId"]]
+            expected = [user_url, "about:blank", "about:blank"]
+            assert sorted(t["url"] for t in restored) == sorted(expected), pages
             assert all(not t["attached"] for t in restored), restored
 
             await asyncio.sleep(2)  # long enough for a wrongly closing extension to have acted
@@ -132,8 +141,11 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
             assert deleted.status_code in (200, 202), deleted.text
             await wait_status(http, session_id, 410)
 
+            spare_target = next(t["id"] for t in pages if t["tabId"] == spare["tabId"])
+
             async def only_fresh_closed() -> bool:
-                return {t.id for t in await browser.devtools.pages()} == {t["id"] for t in restored}
+                left = {t.id for t in await browser.devtools.pages()}
+                return left == {t["id"] for t in restored} | {spare_target}
 
             await eventually(only_fresh_closed, what="the fresh tab closing, restored tabs staying")
     finally:

@@ -43,6 +43,7 @@ from .conftest import (
     eventually,
     idem,
     panel_request,
+    spare_ready,
     start_backend,
     stop_backend,
     unattended,
@@ -125,6 +126,7 @@ async def unattended_session(
     )
     assert created.status_code == 201, created.text
     session_id: str = created.json()["sessionId"]
+    await spare_ready(env.browser)
     env.live.add(session_id)
     try:
         yield session_id

@@ -38,6 +38,7 @@ from .conftest import (
     enroll_extension,
     eventually,
     idem,
+    spare_ready,
     start_backend,
     stop_backend,
     unattended,
@@ -247,6 +248,7 @@ async def session(env: Env) -> AsyncIterator[str]:
     )
     assert created.status_code == 201, created.text
     session_id: str = created.json()["sessionId"]
+    await spare_ready(env.browser)
     env.live.add(session_id)
     try:
         yield session_id

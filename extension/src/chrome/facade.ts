@@ -47,6 +47,8 @@ export interface TabsApi {
   reload(tabId: number): Promise<void>;
   onCreated(listener: (tab: TabSnapshot) => void): void;
   onRemoved(listener: (tabId: number) => void): void;
+  /** A tab's URL changed (Chrome's `tabs.onUpdated` with a `url` in its change info). */
+  onUrlChanged(listener: (tabId: number, url: string) => void): void;
 }
 
 /**

@@ -90,6 +90,11 @@ export function realChrome(): ChromeFacade {
           listener(tabId);
         });
       },
+      onUrlChanged: (listener) => {
+        chrome.tabs.onUpdated.addListener((tabId, changeInfo) => {
+          if (changeInfo.url !== undefined) listener(tabId, changeInfo.url);
+        });
+      },
     },
     windows: {
       createUnfocusedBlank: async () => {

@@ -50,6 +50,10 @@ export interface ProfileDeps {
   readonly now?: () => number;
   /** The write settle window (BLOCK_SETTLE_MS when absent); unit tests shorten it. */
   readonly settleMs?: number;
+  /** Whether to keep a spare window ready for the next session (see spareWindow.ts); true when absent. */
+  readonly spareWindow?: boolean;
+  /** How long after a provision the next spare opens (SPARE_REOPEN_DELAY_MS when absent). */
+  readonly spareReopenDelayMs?: number;
 }
 
 export const CONNECT_TICKET_PATH = "/v1/device/connect-ticket";
@@ -102,8 +106,11 @@ export class ProfileClient {
       now: this.now,
       sendDevice: (frame) => this.sendDevice(frame),
       enabled: () => this.loaded.config?.enabled === true,
+      // Only while the device can be given sessions: never once its credential was refused.
+      spareWanted: () => deps.spareWindow !== false && this.state !== "unauthorized",
       ...(deps.random === undefined ? {} : { random: deps.random }),
       ...(deps.settleMs === undefined ? {} : { settleMs: deps.settleMs }),
+      ...(deps.spareReopenDelayMs === undefined ? {} : { spareReopenDelayMs: deps.spareReopenDelayMs }),
     });
     this.attachRequests = new AttachRequests({
       chrome,
@@ -330,9 +337,12 @@ export class ProfileClient {
         return;
       case "provision":
         this.sendDevice(await this.manager.provision(frame));
+        // Once this session had time to connect (see SPARE_REOPEN_DELAY_MS).
+        this.manager.spare.ensureSoon();
         return;
       case "close":
         this.sendDevice(await this.manager.close(frame));
+        this.manager.spare.ensureSoon();
         return;
       case "session_ticket":
         await this.manager.sessionTicket(frame);
@@ -358,6 +368,8 @@ export class ProfileClient {
     this.lastAckAt = this.now();
     this.deps.log.info("device_online", { connectionEpoch: frame.connectionEpoch });
     this.startHeartbeats();
+    // Online: the next provision may come any moment, so its window is opened now.
+    this.manager.spare.ensure();
     if (this.epochIsNew && !this.recoveryReported && this.epoch !== undefined) {
       // A fresh epoch holds none of the previous epoch's leases (chrome.storage.session was cleared
       // with it), so the report is empty and the backend re-provisions live leases with fresh
@@ -410,6 +422,7 @@ export class ProfileClient {
     const config = this.loaded.config;
     if (config?.enabled !== true) return;
     this.state = code === "unauthorized" ? "unauthorized" : "backoff";
+    if (code === "unauthorized") this.closeSpare();
     const delay = delayOverrideMs ?? reconnectDelayMs(this.attempt, this.deps.random === undefined ? {} : { random: this.deps.random });
     this.attempt += 1;
     this.deps.log.info("device_reconnect_scheduled", { reason: code, delayMs: delay });
@@ -433,6 +446,14 @@ export class ProfileClient {
     if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer);
     this.reconnectTimer = undefined;
     this.deps.log.warn("device_revoked");
+    this.closeSpare();
+  }
+
+  /** A device that can be given no session keeps no spare window open. */
+  private closeSpare(): void {
+    this.manager.spare.close().catch(() => {
+      this.deps.log.warn("spare_window_close_failed");
+    });
   }
 
   private disconnect(): void {

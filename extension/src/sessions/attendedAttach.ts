@@ -49,6 +49,7 @@ export class AttachRequests {
     if (!UUID.test(sessionKey)) return { ok: false, message: "Enter the session id (a UUID) that the application shows for this session." };
     if (!this.deps.enabled()) return { ok: false, message: "The device is disabled; enable it in the options page first." };
     if (manager.isControlledTab(tabId)) return { ok: false, message: "This tab is already controlled by a session." };
+    if (manager.spare.isSpareTab(tabId)) return { ok: false, message: "This tab is the extension's spare window, kept ready for the next session; open a page in another tab." };
     if (manager.bySessionId(sessionKey) !== undefined) return { ok: false, message: "That session already controls a tab on this device." };
     if (manager.freeCapacity() === 0) return { ok: false, message: "This device already controls two tabs; close a session first." };
     const tab = await chrome.tabs.get(tabId);

@@ -22,10 +22,18 @@ import type {
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
+import { SpareWindow, observeFirstFrame } from "./spareWindow";
 
 export interface ManagerDeps extends RuntimeDeps {
   /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
   enabled(): boolean;
+  /**
+   * Whether a spare window should be kept ready now (see spareWindow.ts); never when absent.
+   * Also false while the device is disabled, unenrolled or revoked.
+   */
+  spareWanted?(): boolean;
+  /** How long after a provision the next spare opens (see spareWindow.ts); unit tests shorten it. */
+  readonly spareReopenDelayMs?: number;
 }
 
 type ReleaseReason = DeviceClientLeaseReleased["reason"];
@@ -66,12 +74,26 @@ export class SessionManager {
   private readonly sparedLate = new Map<number, number>();
   /** The manager's dependencies, plus the popup fence's admission for the runtimes. */
   private readonly deps: ManagerDeps;
+  /** The window opened ahead of the next provision; never a lease, never capacity. */
+  readonly spare: SpareWindow;
 
   constructor(deps: ManagerDeps) {
     const { chrome } = deps;
     const fence = new PopupFence(chrome.netRules, chrome.tabs, deps.log);
     this.fence = fence;
-    this.deps = { ...deps, admitDocument: (url) => fence.admit(url) };
+    this.deps = {
+      ...deps,
+      admitDocument: (url) => fence.admit(url),
+      // A session socket's first frame: that session is connected, the next spare may open.
+      socketFactory: (url) => observeFirstFrame(deps.socketFactory(url), () => this.spare.ensure()),
+    };
+    this.spare = new SpareWindow({
+      chrome,
+      log: deps.log,
+      browserEpoch: () => deps.browserEpoch(),
+      wanted: () => deps.enabled() && (deps.spareWanted?.() ?? false),
+      ...(deps.spareReopenDelayMs === undefined ? {} : { reopenDelayMs: deps.spareReopenDelayMs }),
+    });
     chrome.debugger.onEvent((target, method, params) => {
       const runtime = this.byTab.get(target.tabId);
       if (runtime !== undefined) {
@@ -187,9 +209,14 @@ export class SessionManager {
       }
     }
     await this.lowerFenceIfIdle();
+    // After the leases: a spare record naming a tab a lease now holds is dropped, not adopted.
+    await this.spare.restore((tabId) => this.byTab.has(tabId));
   }
 
-  /** Opens an extension-owned about:blank tab in an unfocused window for an unattended lease. */
+  /**
+   * Opens an extension-owned about:blank tab in an unfocused window for an unattended lease: the
+   * spare window's when one is ready. The caller opens the next spare once the ack is sent.
+   */
   async provision(frame: DeviceServerProvision): Promise<DeviceClientProvisionAck> {
     const base = { type: "provision_ack", leaseId: frame.leaseId, sessionId: frame.sessionId, leaseEpoch: frame.leaseEpoch, browserEpoch: this.deps.browserEpoch() } as const;
     const refuse = (code: string, message: string): DeviceClientProvisionAck => ({ ...base, outcome: "refused", error: { code, message } });
@@ -214,7 +241,7 @@ export class SessionManager {
     try {
       // Up before the tab exists, so the tab's popups meet it from the first one on.
       await this.fence.raise(origins as string[]);
-      const tab = await this.deps.chrome.windows.createUnfocusedBlank();
+      const tab = await this.spare.take();
       tabId = tab.id;
       await this.fence.spare(tab.id);
       const record: LeaseRecord = {
@@ -309,8 +336,12 @@ export class SessionManager {
     return true;
   }
 
-  /** Detaches everything (device disabled); extension-owned tabs close, attended tabs stay. */
+  /**
+   * Detaches everything (device disabled, unenrolled): extension-owned tabs and the spare window
+   * close, attended tabs stay.
+   */
   async releaseAll(): Promise<void> {
+    await this.spare.close();
     for (const runtime of [...this.bySession.values()]) {
       this.unindex(runtime);
       await runtime.close(true);

@@ -81,12 +81,16 @@ export class FakeChrome implements ChromeFacade {
   readonly stalledTabs = new Set<number>();
   readonly navigatedTabs: { tabId: number; url: string }[] = [];
   readonly alarmsCreated: string[] = [];
-  private nextTabId = 100;
+  /** The id the next tab gets; a test of a restart moves it past the previous fake's tabs. */
+  nextTabId = 100;
   private nextWindowId = 10;
   private readonly eventListeners: DebuggerEventListener[] = [];
   private readonly detachListeners: DebuggerDetachListener[] = [];
   private readonly createdListeners: ((tab: TabSnapshot) => void)[] = [];
   private readonly removedListeners: ((tabId: number) => void)[] = [];
+  private readonly urlListeners: ((tabId: number, url: string) => void)[] = [];
+  /** How many windows `windows.createUnfocusedBlank` opened. */
+  windowsCreated = 0;
   private readonly messageListeners: PanelMessageListener[] = [];
   private readonly alarmListeners: ((name: string) => void)[] = [];
   private readonly changeListeners: ((area: string, keys: readonly string[]) => void)[] = [];
@@ -115,6 +119,12 @@ export class FakeChrome implements ChromeFacade {
   setTabUrl(tabId: number, url: string, title = ""): void {
     const tab = this.tabsById.get(tabId);
     if (tab !== undefined) this.tabsById.set(tabId, { ...tab, url, title });
+  }
+
+  /** A person typed `url` into the tab's address bar: the URL changes and tabs.onUpdated says so. */
+  navigateByUser(tabId: number, url: string): void {
+    this.setTabUrl(tabId, url);
+    for (const listener of this.urlListeners) listener(tabId, url);
   }
 
   closeTabByUser(tabId: number): void {
@@ -196,11 +206,15 @@ export class FakeChrome implements ChromeFacade {
     onRemoved: (listener: (tabId: number) => void): void => {
       this.removedListeners.push(listener);
     },
+    onUrlChanged: (listener: (tabId: number, url: string) => void): void => {
+      this.urlListeners.push(listener);
+    },
   };
 
   readonly windows = {
     createUnfocusedBlank: (): Promise<TabSnapshot> => {
       this.nextWindowId += 1;
+      this.windowsCreated += 1;
       return Promise.resolve(this.openTab("about:blank"));
     },
   };

@@ -39,6 +39,8 @@ export interface HarnessOptions {
   readonly socketUrl?: string;
   /** The write settle window; 0 (none) unless a test is about it. */
   readonly settleMs?: number;
+  /** Whether the extension keeps a spare window ready (as it does in Chrome); off unless a test is about it. */
+  readonly spareWindow?: boolean;
 }
 
 let idCounter = 0;
@@ -82,6 +84,8 @@ export function makeHarness(options: HarnessOptions = {}): Harness {
     log,
     newId: nextUuid,
     settleMs: options.settleMs ?? 0,
+    spareWindow: options.spareWindow ?? false,
+    spareReopenDelayMs: 0,
     ...(options.random === undefined ? {} : { random: options.random }),
     ...(options.now === undefined ? {} : { now: options.now }),
   });
