@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 
 import type { TabSnapshot } from "../../src/chrome/facade";
 import { PanelService } from "../../src/panel/panelService";
-import { CLOSE_DEVICE_REVOKED } from "../../src/profile/profileClient";
+import { CLOSE_REVOKED } from "@understudy/protocol";
 import { SPARE_KEY, type SpareRecord } from "../../src/sessions/spareWindow";
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
@@ -145,7 +145,7 @@ describe("SpareWindow", () => {
   it("closes the spare when the service revokes the device", async () => {
     const { h, device } = await online();
     const spare = onlySpare(h);
-    device.drop(CLOSE_DEVICE_REVOKED);
+    device.drop(CLOSE_REVOKED);
     await settle();
     expect(h.profile.connectionState).toBe("unauthorized");
     expect(h.chrome.removedTabs).toEqual([spare.id]);
