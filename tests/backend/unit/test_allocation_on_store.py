@@ -90,16 +90,19 @@ def _holding(s: Services, device_id: str, origins: list[str], profile: str | Non
         )
 
 
-def _allocate(
+async def _allocate(
     s: Services, origins: list[str], profile: str = "p-new", device: str | None = None
 ) -> str:
     coordinator: TenantCoordinator = s.coordinator("acme")
-    return coordinator._allocate(device, origins, profile).device_id
+    # In one of the coordinator's turns, as a create runs it (a refusal reports telemetry).
+    return await coordinator._turns.run(
+        lambda out, now: coordinator._allocate(device, origins, profile).device_id
+    )
 
 
-def _refusal(s: Services, origins: list[str], **kwargs: Any) -> tuple[int, str]:
+async def _refusal(s: Services, origins: list[str], **kwargs: Any) -> tuple[int, str]:
     with pytest.raises(ProblemError) as caught:
-        _allocate(s, origins, **kwargs)
+        await _allocate(s, origins, **kwargs)
     return caught.value.status, caught.value.code
 
 
@@ -107,7 +110,7 @@ async def test_the_least_loaded_device_is_chosen(services: Services) -> None:
     _device(services, "laptop-1")
     _device(services, "laptop-2")
     _holding(services, "laptop-1", B)
-    assert _allocate(services, A) == "laptop-2"
+    assert await _allocate(services, A) == "laptop-2"
 
 
 async def test_among_equally_loaded_devices_the_least_recently_assigned_wins(
@@ -115,13 +118,13 @@ async def test_among_equally_loaded_devices_the_least_recently_assigned_wins(
 ) -> None:
     _device(services, "laptop-1", assigned_at=20.0)
     _device(services, "laptop-2", assigned_at=10.0)
-    assert _allocate(services, A) == "laptop-2"
+    assert await _allocate(services, A) == "laptop-2"
 
 
 async def test_a_tie_in_load_and_assignment_goes_to_the_first_device_id(services: Services) -> None:
     _device(services, "laptop-2")
     _device(services, "laptop-1")
-    assert _allocate(services, A) == "laptop-1"
+    assert await _allocate(services, A) == "laptop-1"
 
 
 async def test_offline_old_protocol_and_incapable_devices_are_no_candidates(
@@ -130,26 +133,26 @@ async def test_offline_old_protocol_and_incapable_devices_are_no_candidates(
     _device(services, "offline", online=False)
     _device(services, "v1-only", versions=(1,))
     _device(services, "attended-only", capabilities=["safe_write_v2", "attended_v1"])
-    assert _refusal(services, A) == (503, "no_device_available")
+    assert await _refusal(services, A) == (503, "no_device_available")
     _device(services, "laptop-9")
-    assert _allocate(services, A) == "laptop-9"
+    assert await _allocate(services, A) == "laptop-9"
 
 
 async def test_a_device_whose_local_policy_refuses_the_origins_is_skipped(
     services: Services,
 ) -> None:
     _device(services, "strict", policy={"mode": "allowlist", "origins": B})
-    assert _refusal(services, A) == (503, "no_device_available")
+    assert await _refusal(services, A) == (503, "no_device_available")
     _device(services, "open", policy={"mode": "allowlist", "origins": [*A, *B]})
-    assert _allocate(services, A) == "open"
+    assert await _allocate(services, A) == "open"
 
 
 async def test_a_named_device_whose_policy_refuses_is_an_origin_conflict(
     services: Services,
 ) -> None:
     _device(services, "strict", policy={"mode": "allowlist", "origins": B})
-    assert _refusal(services, A, device="strict") == (409, "origin_conflict")
-    assert _refusal(services, A, device="nobody") == (404, "device_not_found")
+    assert await _refusal(services, A, device="strict") == (409, "origin_conflict")
+    assert await _refusal(services, A, device="nobody") == (404, "device_not_found")
 
 
 async def test_a_full_device_is_skipped_and_all_full_is_capacity_exhausted(
@@ -158,9 +161,9 @@ async def test_a_full_device_is_skipped_and_all_full_is_capacity_exhausted(
     _device(services, "laptop-1")
     for i in range(DEVICE_TAB_CAPACITY):
         _holding(services, "laptop-1", [f"https://held{i}.example"])
-    assert _refusal(services, A) == (429, "capacity_exhausted")
+    assert await _refusal(services, A) == (429, "capacity_exhausted")
     _device(services, "laptop-2")
-    assert _allocate(services, A) == "laptop-2"
+    assert await _allocate(services, A) == "laptop-2"
 
 
 async def test_sessions_sharing_a_device_need_disjoint_origins_and_other_profiles(
@@ -168,9 +171,9 @@ async def test_sessions_sharing_a_device_need_disjoint_origins_and_other_profile
 ) -> None:
     _device(services, "laptop-1")
     _holding(services, "laptop-1", A, profile="p-1")
-    assert _refusal(services, A) == (409, "origin_conflict")
-    assert _refusal(services, B, profile="p-1") == (409, "profile_conflict")
-    assert _allocate(services, B, profile="p-2") == "laptop-1"
+    assert await _refusal(services, A) == (409, "origin_conflict")
+    assert await _refusal(services, B, profile="p-1") == (409, "profile_conflict")
+    assert await _allocate(services, B, profile="p-2") == "laptop-1"
 
 
 async def test_a_conflict_on_one_device_moves_the_session_to_another(services: Services) -> None:
@@ -179,7 +182,7 @@ async def test_a_conflict_on_one_device_moves_the_session_to_another(services: S
     _holding(services, "laptop-1", A)
     _holding(services, "laptop-2", B)
     # laptop-1 would win on assignment time, but its session already holds A.
-    assert _allocate(services, A) == "laptop-2"
+    assert await _allocate(services, A) == "laptop-2"
 
 
 async def test_full_devices_are_capacity_exhausted_though_their_origins_overlap(
@@ -192,4 +195,4 @@ async def test_full_devices_are_capacity_exhausted_though_their_origins_overlap(
     _holding(services, "laptop-2", A)
     _holding(services, "laptop-2", B)
     # Capacity, not the overlap with a full device's session, is what a retry waits for.
-    assert _refusal(services, A) == (429, "capacity_exhausted")
+    assert await _refusal(services, A) == (429, "capacity_exhausted")

@@ -37,7 +37,11 @@ def add_session(db: Database, **values: Any) -> str:
         "idle_expires_at": 7_200.0,
         **values,
     }
+    # A grace deadline is set by a change, never at creation (NewSession has no such field).
+    grace = row.pop("grace_deadline", None)
     session_store.insert(db, **row)
+    if grace is not None:
+        session_store.update(db, str(row["session_id"]), grace_deadline=grace)
     return str(row["session_id"])
 
 
