@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 DELETES = {"deletePersona", "deleteWebhook", "deleteCredential"}
 # List operations, and the path whose first page gives a cursor the service wrote.
-_LISTS = {
+LISTS = {
     "listRuns": "/runs",
     "listPersonas": "/personas",
     "listWebhooks": "/webhooks",
@@ -76,12 +76,14 @@ def prepare(case: Case, live: LiveService, *, substitute: bool = True) -> None:
     params = case.path_parameters
     if substitute and params and op not in DELETES and _is_positive(case, ParameterLocation.PATH):
         case.path_parameters = _substitute(dict(params), live)
+    if params and op in DELETES:
+        case.path_parameters = _spare_seeded(dict(params), live)
     query = case.query
     if op == "listUsage" and query and "run_id" in query and _is_positive(case):
         if _even(query["run_id"]):
             case.query = query = {**query, "run_id": live.run_id}
     if query and "cursor" in query and _is_positive(case, ParameterLocation.QUERY):
-        case.query = {**query, "cursor": live.cursor(_LISTS[op].format(webhook=live.webhook_id))}
+        case.query = {**query, "cursor": live.cursor(LISTS[op].format(webhook=live.webhook_id))}
 
 
 def _positive_run(body: dict[str, Any], live: LiveService) -> dict[str, Any]:
@@ -101,6 +103,18 @@ def _positive_run(body: dict[str, Any], live: LiveService) -> dict[str, Any]:
         for p in personas
     ]
     return {**body, "personas": fixed}
+
+
+def _spare_seeded(params: dict[str, Any], live: LiveService) -> dict[str, Any]:
+    """A delete never removes a seeded persona, webhook or credential: later positive cases
+    name them (a stateful chain finds their ids in list responses). It deletes an unknown id of
+    the same form instead, which answers 404 as documented."""
+    seeded = {*live.personas, live.webhook_id, live.credential_id}
+    for name, value in params.items():
+        if isinstance(value, str) and value in seeded:
+            prefix = value.rsplit("_", 1)[0]
+            params[name] = f"{prefix}_{uuid.uuid4().hex}"
+    return params
 
 
 def _substitute(params: dict[str, Any], live: LiveService) -> dict[str, Any]:

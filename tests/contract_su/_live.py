@@ -304,6 +304,14 @@ class LiveServer:
                 password=CREDENTIAL_PASSWORD,
                 origin="https://shop.example.com",
             )
+            # A second one, so the credentials list has a second page to point a cursor at.
+            credentials.create(
+                CUSTOMER,
+                name="admin login",
+                username="admin@example.test",
+                password=CREDENTIAL_PASSWORD,
+                origin="https://shop.example.com",
+            )
             app = create_app(
                 store,
                 artifacts,
