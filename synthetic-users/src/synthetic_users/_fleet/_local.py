@@ -459,7 +459,7 @@ def _kill_leftovers(browsers: Mapping[str, object], profiles: Path) -> None:
         _wait_gone(pid)
 
 
-LEFTOVER_EXIT_S = 5.0  # how long a killed leftover browser may take to exit
+LEFTOVER_EXIT_S = 10.0  # how long a killed leftover browser may take to exit (loaded machine)
 
 
 def _wait_gone(pid: int) -> None:
@@ -477,3 +477,4 @@ def _wait_gone(pid: int) -> None:
         if state in ("Z", "X"):
             return  # exited; only its parent's wait is left
         time.sleep(0.01)
+    log.warning("browser pid %d was still running %g s after SIGKILL", pid, LEFTOVER_EXIT_S)
