@@ -21,7 +21,7 @@ from typing import Any
 from tests.support.simdevice import SimulatedDevice
 
 from bench._workers import LINE_LIMIT
-from understudy.device_agent import HEARTBEAT_INTERVAL_MS
+from understudy.generated.protocol import HEARTBEAT_INTERVAL_MS
 
 
 async def _heartbeats(devices: list[SimulatedDevice]) -> None:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from understudy._store.credentials import Device
     from understudy._store.sessions import SessionRow
 
-__all__ = ["CREATE_WAIT_S", "CreateOutcome", "Outbox", "TenantCoordinator"]
+__all__ = ["CreateOutcome", "Outbox", "TenantCoordinator"]
 
 ATTENDED_CAPABILITY = "attended_v1"
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from understudy._ports import ActorBase, TenantLink
     from understudy._security import TicketClaims
 
-__all__ = ["HEARTBEAT_INTERVAL_MS", "DeviceAgent"]
+__all__ = ["DeviceAgent"]
 
 log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.DeviceClientFrame] = TypeAdapter(m.DeviceClientFrame)

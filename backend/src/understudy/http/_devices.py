@@ -11,6 +11,7 @@ from understudy._problems import ProblemError
 from understudy._store import credentials, quotas
 from understudy._store import sessions as session_store
 from understudy.generated import models as m
+from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 from understudy.http._auth import ConsumerDep, DeviceDep, ServicesDep, consumer_guard, device_guard
 from understudy.http._parsing import parse, read_body
 from understudy.http._responses import json_response, optional_at
@@ -26,7 +27,7 @@ async def list_devices(services: ServicesDep, who: ConsumerDep) -> Response[Any]
                 device_id=device.device_id,
                 online=device.online,
                 last_seen_at=optional_at(device.last_seen_at),
-                capacity=2,
+                capacity=DEVICE_TAB_CAPACITY,
                 used_capacity=used,
                 protocol_versions=device.protocol_versions,  # type: ignore[arg-type]
                 capabilities=device.capabilities,  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from understudy._problems import ProblemError, invalid_request
 from understudy._store import credentials, operators, vault
 from understudy._store import sessions as session_store
 from understudy.generated import models as m
+from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 from understudy.http._auth import ServicesDep, operator_guard
 from understudy.http._parsing import parse, read_body
 from understudy.http._responses import json_response, optional_at
@@ -54,7 +55,7 @@ def _operator_device(services: Services, device: Device) -> m.OperatorDevice:
         device_id=device.device_id,
         state="revoked" if revoked else "online" if online else "offline",
         online=online,
-        capacity=2,
+        capacity=DEVICE_TAB_CAPACITY,
         used_capacity=used,
         enrolled_at=optional_at(device.enrolled_at),
         last_seen_at=optional_at(device.last_seen_at),

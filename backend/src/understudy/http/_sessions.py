@@ -9,13 +9,13 @@ from litestar import HttpMethod, Request, Response, delete, get, post, route
 from litestar.params import FromPath
 
 from understudy._origins import OriginError, canonicalize_origins
+from understudy._policy import CREATE_WAIT_S
 from understudy._problems import ProblemError, invalid_request
 from understudy._store import blocked as blocked_store
 from understudy._store import dialogs as dialog_store
 from understudy._store import operators
 from understudy._store import sessions as session_store
 from understudy._views import is_terminal, session_view, tombstone_view
-from understudy.coordinator import CREATE_WAIT_S
 from understudy.generated import models as m
 from understudy.http._auth import ConsumerDep, ServicesDep, consumer_guard, unless_revoked
 from understudy.http._parsing import UUID, parse, parse_session_id, read_body
