@@ -16,6 +16,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support import pgcluster
 from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import build_services
@@ -27,7 +28,7 @@ from understudy.generated import models as m
 from understudy.http import create_app
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable, Iterator
     from pathlib import Path
 
     from understudy._services import Services
@@ -183,6 +184,12 @@ async def stop_backend(backend: Backend) -> None:
         await device.stop()
     backend.server.should_exit = True
     await backend.task
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pgcluster.PgCluster]:
+    """A throwaway PostgreSQL cluster for the run (skipped without the binaries, outside CI)."""
+    yield from pgcluster.session_cluster()
 
 
 @pytest.fixture

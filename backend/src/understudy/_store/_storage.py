@@ -24,15 +24,20 @@ if TYPE_CHECKING:
     from understudy._store._db import Database
     from understudy._store._ports import Storage
     from understudy._store._seen import SeenRecords
-    from understudy._store._sql import Dialect
+    from understudy._store._sql import Dialect, Executor
 
 
 class SqlRepositories:
-    """Every repository over one `Database` (SQLite has one connection, so one set serves all)."""
+    """Every repository over one executor: the same classes serve every engine.
 
-    def __init__(self, db: Database) -> None:
+    SQLite has one connection, so one set serves all; PostgreSQL's executor runs on whichever
+    pooled connection the current transaction holds. `db` is for the few legacy queries that
+    still take a SQLite `Database`.
+    """
+
+    def __init__(self, sql: Executor, db: Database | None = None) -> None:
         self._db = db
-        self._sql = db.sql
+        self._sql = sql
 
     @cached_property
     def api_keys(self) -> SqlApiKeys:
@@ -84,7 +89,7 @@ class SqliteStorage:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.repos = SqlRepositories(db)
+        self.repos = SqlRepositories(db.sql, db)
 
     @property
     def dialect(self) -> Dialect:
@@ -104,7 +109,7 @@ class SqliteStorage:
         await self.db.durable()
 
     def migrate(self, now: float) -> list[int]:
-        return _migrations.migrate(self.db, now, dialect=self.dialect)
+        return _migrations.migrate(self.db, now)
 
     def schema_version(self) -> int:
         return _migrations.current_version(self.db)

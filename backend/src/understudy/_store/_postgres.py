@@ -1,0 +1,267 @@
+"""The PostgreSQL engine behind the storage seam: `PostgresStorage` over a psycopg 3 pool.
+
+The repositories are the same classes as SQLite's (`_storage.SqlRepositories`), written once in
+portable SQL; here they run on `PostgresExecutor`, which renders each statement with the
+`POSTGRESQL` dialect (`:name` → `%(name)s`) and executes it on the connection of the current
+transaction.
+
+**A turn is one PostgreSQL transaction.** Calls stay synchronous on the event-loop thread, as on
+SQLite, so a transaction never spans an `await` (actor rule 3): `transaction()` takes a connection
+from the pool, runs `BEGIN`, yields, and `COMMIT`s when the block ends, before the turn's frames
+or replies can leave. A nested `transaction()` joins the outer one. There is no group commit
+across turns: every turn pays one commit round trip (the server's WAL flush with
+`synchronous_commit=on`), so `durable()` has nothing left to wait for. Isolation is PostgreSQL's
+default, READ COMMITTED: each repository change is one statement that is atomic on its own
+(`INSERT … ON CONFLICT`, `UPDATE … RETURNING`; the quota upsert re-checks its `WHERE` against the
+row as a concurrent writer left it), and one node runs one turn at a time per process anyway.
+
+Errors: a unique violation raises `ConflictError`, as on SQLite; a serialization failure or a
+deadlock raises `RetryableConflictError` (a `ConflictError`): the whole transaction lost a race
+and may be retried. Either way the transaction is rolled back when the error leaves the block.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.adapt import Dumper
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from understudy._store import _migrations
+from understudy._store._errors import ConflictError, RetryableConflictError
+from understudy._store._sql import POSTGRESQL, Dialect
+from understudy._store._storage import SqlRepositories
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from understudy._store._ports import Storage
+
+Connection = psycopg.Connection[dict[str, Any]]
+
+# Any fixed number, the same in every process: migrations on one database take turns under it.
+_MIGRATION_LOCK: Final = 0x756E_6465_7273_7475  # "understu"
+POOL_MAX_SIZE: Final = 4
+POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
+
+
+class _BoolAsInteger(Dumper):
+    """Booleans go out as 0/1: flag columns are INTEGER in the shared migrations, as in SQLite."""
+
+    oid = psycopg.adapters.types["int4"].oid
+
+    def dump(self, obj: bool) -> bytes:
+        return b"1" if obj else b"0"
+
+
+def _configure(conn: Connection) -> None:
+    conn.adapters.register_dumper(bool, _BoolAsInteger)
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _mapped(exc: psycopg.Error) -> Exception:
+    """The engine-neutral error for a driver error (or the error itself)."""
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return ConflictError(str(exc))
+    if isinstance(exc, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)):
+        return RetryableConflictError(str(exc))
+    return exc
+
+
+class _Current(threading.local):
+    """The connection this thread's transaction (or read) holds, and how deeply it is nested."""
+
+    conn: Connection | None = None
+    depth: int = 0  # open transaction() blocks; 0 inside a plain read()
+
+
+class PostgresExecutor:
+    """The PostgreSQL side of `understudy._store._sql.Executor`: the current transaction's
+    connection, statements rendered once per text."""
+
+    def __init__(self, current: _Current) -> None:
+        self._current = current
+        self._rendered: dict[str, str] = {}
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    def _cursor(self, sql: str, params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
+        conn = self._current.conn
+        if conn is None:
+            raise RuntimeError("a statement ran outside transaction() and read()")
+        text = self._rendered.get(sql)
+        if text is None:
+            text = self._rendered[sql] = POSTGRESQL.render(sql)
+        try:
+            return conn.execute(text, params if params is not None else None)
+        except psycopg.Error as exc:
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        cursor = self._cursor(sql, params)
+        return cursor.fetchall() if cursor.description is not None else []
+
+    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        return self._cursor(sql, params).rowcount
+
+
+class PostgresStorage:
+    """`understudy._store._ports.Storage` on PostgreSQL: a pool, one transaction per turn.
+
+    Args:
+        url: A libpq URL (`postgresql://user:password@host:5432/dbname`).
+        max_size: Connections the pool may open. The event-loop thread holds one at a time (a
+            transaction never spans an await); more serve other threads (the CLI, tests).
+    """
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        self.url = url
+        self.where = redacted(url)
+        self._current = _Current()
+        self.sql = PostgresExecutor(self._current)
+        self.repos = SqlRepositories(self.sql)
+        self.turns = 0  # transactions taken
+        self.commits = 0  # transactions committed
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=_configure,
+            min_size=1,
+            max_size=max_size,
+            timeout=POOL_TIMEOUT_S,
+            name="understudy",
+            open=False,
+        )
+        self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqlRepositories]:
+        current = self._current
+        if current.depth:
+            current.depth += 1
+            try:
+                yield self.repos
+            finally:
+                current.depth -= 1
+            return
+        if current.conn is not None:  # inside read(): the same connection begins a transaction
+            yield from self._begin(current.conn)
+            return
+        with self._pool.connection() as conn:
+            current.conn = conn
+            try:
+                yield from self._begin(conn)
+            finally:
+                current.conn = None
+
+    def _begin(self, conn: Connection) -> Iterator[SqlRepositories]:
+        current = self._current
+        self.turns += 1
+        current.depth = 1
+        try:
+            with conn.transaction():
+                yield self.repos
+        except psycopg.Error as exc:  # COMMIT itself failed, or a statement not run by the executor
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        finally:
+            current.depth = 0
+        self.commits += 1
+
+    @contextmanager
+    def read(self) -> Iterator[SqlRepositories]:
+        current = self._current
+        if current.conn is not None:  # inside a transaction: read its own changes
+            yield self.repos
+            return
+        # Autocommit: each statement sees what was committed when it started.
+        with self._pool.connection() as conn:
+            current.conn = conn
+            try:
+                yield self.repos
+            finally:
+                current.conn = None
+
+    async def durable(self) -> None:
+        """Every transaction committed when its block ended; nothing is pending."""
+
+    def migrate(self, now: float) -> list[int]:
+        """Apply pending migrations in one transaction (DDL is transactional on PostgreSQL),
+        under an advisory lock, so nodes starting together migrate once."""
+        with self.transaction():
+            self._lock_schema()
+            return _migrations.apply(self.sql, self.transaction, now, where=self.where)
+
+    def schema_version(self) -> int:
+        with self.transaction():
+            self._lock_schema()
+            return _migrations.version_on(self.sql)
+
+    def check_supported(self) -> int:
+        """The schema version, refusing a database migrated by a newer binary.
+
+        Raises:
+            SchemaTooNewError: the version is newer than this binary's last migration.
+        """
+        return _migrations.refuse_newer(self.schema_version(), self.where)
+
+    def _lock_schema(self) -> None:
+        self.sql.one("SELECT pg_advisory_xact_lock(:key)", {"key": _MIGRATION_LOCK})
+
+    def change_marker(self) -> object:
+        """A value that moves when a revocation or close request may have been committed.
+
+        PostgreSQL has no counterpart of SQLite's `data_version`; this reads the few columns the
+        revocation watch reacts to (small tables: keys, devices, pending close requests).
+        """
+        with self.read():
+            return self.sql.one(_CHANGE_MARKER)
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+_CHANGE_MARKER: Final = (
+    "SELECT (SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NOT NULL) AS keys_revoked, "
+    "(SELECT COUNT(*) FROM devices WHERE revoked_at IS NOT NULL) AS devices_revoked, "
+    "(SELECT COUNT(*) FROM devices) AS devices, "
+    "(SELECT MAX(requested_at) FROM close_requests WHERE done_at IS NULL) AS close_requested, "
+    "(SELECT COUNT(*) FROM close_requests WHERE done_at IS NULL) AS close_pending"
+)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(url: str) -> Storage:
+        """mypy proves here that the PostgreSQL engine implements every protocol of the seam."""
+        return PostgresStorage(url)
