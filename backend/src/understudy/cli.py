@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from understudy import _operator, _security
-from understudy._bootstrap import DB_FILE, open_database
+from understudy._bootstrap import missing_database, open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
 from understudy._lock import LOCK_FILE, data_dir_in_use
 from understudy._security import Keys
 from understudy._store import (
     SchemaTooNewError,
+    StorageError,
     close_requests,
     credentials,
     current_version,
@@ -280,14 +281,16 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host, args.port)
     if args.command == "telemetry":
         return _pseudonym(settings, args)
-    path = settings.data_dir / DB_FILE
-    if args.command != "migrate" and not path.is_file():
+    path = missing_database(settings)
+    if args.command != "migrate" and path is not None:
         return _fail(
             f"no database at {path}; point --data-dir (or UNDERSTUDY_DATA_DIR) at the service's "
             "data directory, or create one with `understudy migrate`"
         )
     try:
         db = open_database(settings)
+    except StorageError as exc:
+        return _fail(str(exc))
     except (OSError, sqlite3.Error) as exc:
         return _fail(_unusable(settings.data_dir, exc))
     try:
@@ -475,8 +478,8 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
 
     The CLI never edits the session row itself: the service owns it, with its timers, its
     sockets and the device's capacity. A close request row is the durable message between the
-    two processes: the service's once-a-second check of SQLite's data_version picks it up (or its
-    next start-up does) and closes through the same turn as `DELETE /v1/sessions/{id}`.
+    two processes: the service's once-a-second check of the storage's change marker picks it up
+    (or its next start-up does) and closes through the same turn as `DELETE /v1/sessions/{id}`.
     """
     if _operator.is_finished(session_store.require(db, session_id)):
         print(f"session {session_id} is already {status}")
@@ -569,7 +572,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         settings = replace(settings, public_url="")
     try:
         services = build_services(settings)
-    except (ConfigError, SchemaTooNewError, DataDirInUseError) as exc:
+    except (ConfigError, SchemaTooNewError, DataDirInUseError, StorageError) as exc:
         return _fail(str(exc))
     except (OSError, sqlite3.Error) as exc:
         return _fail(_unusable(settings.data_dir, exc))

@@ -21,3 +21,7 @@ class RetryableConflictError(ConflictError):
     Nothing of it was kept; running the whole transaction again may succeed. SQLite, with one
     writer at a time, never raises it.
     """
+
+
+class StorageUnavailableError(StorageError):
+    """The database cannot be reached or opened; the message says where and why (no password)."""

@@ -364,11 +364,12 @@ def apply(
     return applied
 
 
-# The SQLite `Database` spellings, used by the service, the CLI and tests.
+# The `Database` spellings, used by the service, the CLI and tests: each engine's storage decides
+# how (PostgreSQL migrates in one transaction under a lock).
 
 
 def current_version(db: Database) -> int:
-    return version_on(db.sql)
+    return db.storage.schema_version()
 
 
 def check_supported(db: Database) -> int:
@@ -377,9 +378,9 @@ def check_supported(db: Database) -> int:
     Raises:
         SchemaTooNewError: the version is newer than :data:`LATEST`.
     """
-    return refuse_newer(current_version(db), db.path)
+    return db.storage.check_supported()
 
 
 def migrate(db: Database, now: float) -> list[int]:
     """Apply every pending migration, each in one transaction; returns the versions applied."""
-    return apply(db.sql, db.transaction, now, where=db.path)
+    return db.storage.migrate(now)

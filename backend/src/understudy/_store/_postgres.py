@@ -22,9 +22,10 @@ and may be retried. Either way the transaction is rolled back when the error lea
 
 from __future__ import annotations
 
+import re
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -34,14 +35,22 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from understudy._store import _migrations
-from understudy._store._errors import ConflictError, RetryableConflictError
+from understudy._store._db import Database
+from understudy._store._errors import (
+    ConflictError,
+    RetryableConflictError,
+    StorageUnavailableError,
+)
 from understudy._store._sql import POSTGRESQL, Dialect
 from understudy._store._storage import SqlRepositories
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from contextlib import AbstractContextManager
 
+    from understudy._store._db import Row
     from understudy._store._ports import Storage
+    from understudy._store._storage import SqlStorage
 
 Connection = psycopg.Connection[dict[str, Any]]
 
@@ -74,6 +83,16 @@ def redacted(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def _probe(url: str, where: str) -> None:
+    """Connect once, so that an unreachable server fails start-up with libpq's reason."""
+    try:
+        psycopg.connect(url, connect_timeout=int(POOL_TIMEOUT_S)).close()
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = f"cannot connect to PostgreSQL at {where}: {reason}"
+        raise StorageUnavailableError(message) from None
+
+
 def _mapped(exc: psycopg.Error) -> Exception:
     """The engine-neutral error for a driver error (or the error itself)."""
     if isinstance(exc, pg_errors.UniqueViolation):
@@ -91,42 +110,63 @@ class _Current(threading.local):
 
 
 class PostgresExecutor:
-    """The PostgreSQL side of `understudy._store._sql.Executor`: the current transaction's
-    connection, statements rendered once per text."""
+    """The PostgreSQL side of `understudy._store._sql.Executor`: statements rendered once per
+    text, run on the current transaction's connection.
 
-    def __init__(self, current: _Current) -> None:
+    Outside any transaction a statement borrows a pooled connection and commits on its own, as
+    SQLite's connection does between transactions (the module functions' plain reads do this).
+    """
+
+    def __init__(
+        self, current: _Current, borrow: Callable[[], AbstractContextManager[Connection]]
+    ) -> None:
         self._current = current
+        self._borrow = borrow
         self._rendered: dict[str, str] = {}
 
     @property
     def dialect(self) -> Dialect:
         return POSTGRESQL
 
-    def _cursor(self, sql: str, params: Mapping[str, Any] | None) -> psycopg.Cursor[Any]:
-        conn = self._current.conn
-        if conn is None:
-            raise RuntimeError("a statement ran outside transaction() and read()")
+    def rendered(self, sql: str) -> str:
         text = self._rendered.get(sql)
         if text is None:
             text = self._rendered[sql] = POSTGRESQL.render(sql)
+        return text
+
+    def execute(
+        self, text: str, params: Mapping[str, Any] | Sequence[Any] | None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Run driver-ready `text`: (rows it returned, rows it changed)."""
+        conn = self._current.conn
+        if conn is not None:
+            return self._on(conn, text, params)
+        with self._borrow() as borrowed:
+            return self._on(borrowed, text, params)
+
+    @staticmethod
+    def _on(
+        conn: Connection, text: str, params: Mapping[str, Any] | Sequence[Any] | None
+    ) -> tuple[list[dict[str, Any]], int]:
         try:
-            return conn.execute(text, params if params is not None else None)
+            cursor = conn.execute(text, params)
+            rows = cursor.fetchall() if cursor.description is not None else []
         except psycopg.Error as exc:
             mapped = _mapped(exc)
             if mapped is exc:
                 raise
             raise mapped from exc
+        return rows, cursor.rowcount
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        cursor = self._cursor(sql, params)
-        return cursor.fetchall() if cursor.description is not None else []
+        return self.execute(self.rendered(sql), params)[0]
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         found = self.rows(sql, params)
         return found[0] if found else None
 
     def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
-        return self._cursor(sql, params).rowcount
+        return self.execute(self.rendered(sql), params)[1]
 
 
 class PostgresStorage:
@@ -139,11 +179,8 @@ class PostgresStorage:
     """
 
     def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
-        self.url = url
         self.where = redacted(url)
         self._current = _Current()
-        self.sql = PostgresExecutor(self._current)
-        self.repos = SqlRepositories(self.sql)
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
         self._pool: ConnectionPool[Connection] = ConnectionPool(
@@ -156,6 +193,9 @@ class PostgresStorage:
             name="understudy",
             open=False,
         )
+        self.sql = PostgresExecutor(self._current, self._pool.connection)
+        self.repos = SqlRepositories(self.sql)
+        _probe(url, self.where)  # the server's own reason, not the pool's timeout, when it fails
         self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
 
     @property
@@ -260,8 +300,86 @@ _CHANGE_MARKER: Final = (
 )
 
 
+# Legacy statements with `?` markers: strings and quoted names are skipped, a `%` is doubled.
+_POSITIONAL = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|(?P<mark>\?)|(?P<percent>%)""")
+
+
+def _positional(sql: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        if match.group("mark"):
+            return "%s"
+        if match.group("percent"):
+            return "%%"
+        return match.group().replace("%", "%%")
+
+    return _POSITIONAL.sub(one, sql)
+
+
+class PostgresDatabase(Database):
+    """The `Database` the service and the CLI hold, on PostgreSQL.
+
+    Callers still hold a `Database`: its `transaction()` and `durable()`, and the module functions
+    of `_store`, which reach the repositories through `storage`. This gives all of them PostgreSQL
+    without an engine test in any of them; it goes once every caller holds a `Storage`. The few
+    legacy statements still written for sqlite3 (`?` markers) run through `query`/`one`/`execute`.
+    """
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        # No Database.__init__: there is no SQLite file. Everything it would set that callers
+        # read is set here.
+        self._pg = PostgresStorage(url, max_size=max_size)
+        self.path = self._pg.where
+        self.synchronous = "FULL"
+        self.group_commit = False
+        self.commits = 0
+        self.turns = 0
+        self.sql = self._pg.sql
+
+    @property
+    def storage(self) -> SqlStorage:
+        return self._pg
+
+    def data_version(self) -> int:
+        raise NotImplementedError("PostgreSQL has no data_version; use storage.change_marker()")
+
+    @contextmanager
+    def transaction(self) -> Iterator[object]:
+        try:
+            with self._pg.transaction():
+                yield None
+        finally:
+            self.turns, self.commits = self._pg.turns, self._pg.commits
+
+    async def durable(self) -> None:
+        await self._pg.durable()
+
+    def _legacy(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], int]:
+        if isinstance(params, dict):
+            return self._pg.sql.execute(self._pg.sql.rendered(sql), params)
+        return self._pg.sql.execute(_positional(sql), tuple(params))
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Row]:
+        # dict rows: every legacy caller reads columns by name (`row["x"]`, `dict(row)`).
+        return cast("list[Row]", self._legacy(sql, params)[0])
+
+    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Row | None:
+        found = self.query(sql, params)
+        return found[0] if found else None
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        return self._legacy(sql, params)[1]
+
+    def close(self) -> None:
+        self._pg.close()
+
+
 if TYPE_CHECKING:
 
     def _conforms(url: str) -> Storage:
         """mypy proves here that the PostgreSQL engine implements every protocol of the seam."""
+        return PostgresStorage(url)
+
+    def _conforms_here(url: str) -> SqlStorage:
         return PostgresStorage(url)

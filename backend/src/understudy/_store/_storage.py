@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from understudy._store import _migrations
 from understudy._store.blocked import repository as blocked_repository
@@ -20,9 +20,10 @@ from understudy._store.vault import SqlVault
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from contextlib import AbstractContextManager
 
     from understudy._store._db import Database
-    from understudy._store._ports import Storage
+    from understudy._store._ports import Repositories, Storage
     from understudy._store._seen import SeenRecords
     from understudy._store._sql import Dialect, Executor
 
@@ -84,6 +85,42 @@ class SqlRepositories:
         return blocked_repository(self._sql)
 
 
+class SqlStorage(Protocol):
+    """What every engine here offers beyond `Storage`: the shared SQL repositories, and a cheap
+    way to notice that another process may have changed something."""
+
+    @property
+    def repos(self) -> SqlRepositories: ...
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def transaction(self) -> AbstractContextManager[Repositories]: ...
+
+    def read(self) -> AbstractContextManager[Repositories]: ...
+
+    async def durable(self) -> None: ...
+
+    def migrate(self, now: float) -> list[int]: ...
+
+    def schema_version(self) -> int: ...
+
+    def check_supported(self) -> int:
+        """The schema version, refusing a database migrated by a newer binary.
+
+        Raises:
+            SchemaTooNewError: the version is newer than this binary's last migration.
+        """
+        ...
+
+    def change_marker(self) -> object:
+        """A value that changes when another process (or node) may have committed a revocation
+        or a close request; the revocation watch polls it once a second."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class SqliteStorage:
     """`understudy._store._ports.Storage` on SQLite: the `Database`'s group commit, migrations."""
 
@@ -109,10 +146,19 @@ class SqliteStorage:
         await self.db.durable()
 
     def migrate(self, now: float) -> list[int]:
-        return _migrations.migrate(self.db, now)
+        # One transaction per migration; a second process waits on SQLite's write lock.
+        return _migrations.apply(self.db.sql, self.db.transaction, now, where=self.db.path)
 
     def schema_version(self) -> int:
-        return _migrations.current_version(self.db)
+        return _migrations.version_on(self.db.sql)
+
+    def check_supported(self) -> int:
+        return _migrations.refuse_newer(self.schema_version(), self.db.path)
+
+    def change_marker(self) -> object:
+        # SQLite's data_version moves on every commit of another connection; it reads only the
+        # WAL index, so polling it costs no table access.
+        return self.db.data_version()
 
     def close(self) -> None:
         self.db.close()
@@ -122,4 +168,7 @@ if TYPE_CHECKING:
 
     def _conforms(db: Database) -> Storage:
         """mypy proves here that the SQLite engine implements every protocol of the seam."""
+        return SqliteStorage(db)
+
+    def _conforms_here(db: Database) -> SqlStorage:
         return SqliteStorage(db)
