@@ -64,6 +64,8 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
 
     Raises:
         DataDirInUseError: another service holds the data directory.
+        StorageInUseError: another service holds the PostgreSQL database.
+        StorageUnavailableError: PostgreSQL cannot be reached.
         SchemaTooNewError: the database was migrated by a newer binary.
         ConfigError: the master key file is unusable.
     """
@@ -74,6 +76,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         try:
             # Refuse a newer database before serving anything (start-up would only fail later).
             check_supported(db)
+            db.storage.claim_service()
             keys = Keys.from_master(ensure_master_key(settings))
         except BaseException:
             db.close()

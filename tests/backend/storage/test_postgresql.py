@@ -11,13 +11,21 @@ from __future__ import annotations
 import os
 import threading
 import uuid
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
+from understudy._bootstrap import build_services
+from understudy._config import Settings
+from understudy._lock import unlock_data_dir
 from understudy._store import LATEST, SchemaTooNewError, commands, credentials
-from understudy._store._errors import RetryableConflictError, StorageUnavailableError
+from understudy._store._errors import (
+    RetryableConflictError,
+    StorageInUseError,
+    StorageUnavailableError,
+)
 from understudy._store._migrations import MIGRATIONS
 from understudy._store._postgres import PostgresDatabase, PostgresStorage, redacted
 from understudy.cli import main
@@ -173,6 +181,31 @@ def test_a_deadlock_is_a_retryable_conflict_and_rolls_the_loser_back(
     with first.read() as r:  # the winner's two changes, none of the loser's
         counts = sorted(r.sessions.require(s).command_count for s in ("a", "b"))
     assert counts == [1, 2]
+
+
+def test_one_service_per_database_until_it_closes(opened: list[PostgresStorage], url: str) -> None:
+    first, second = open_storage(opened, url), open_storage(opened, url)
+    first.claim_service()
+    first.claim_service()  # claiming again is a no-op
+    with pytest.raises(StorageInUseError, match="another Understudy service is using"):
+        second.claim_service()
+    with second.transaction():  # the CLI still works beside the service
+        second.sql.one("SELECT 1 AS one")
+    first.close()
+    second.claim_service()
+
+
+def test_a_second_service_on_the_database_is_refused_at_start_up(url: str, tmp_path: Path) -> None:
+    settings = replace(Settings(), data_dir=tmp_path / "node-a", database_url=url)
+    first = build_services(settings)
+    try:
+        with pytest.raises(StorageInUseError):
+            build_services(replace(settings, data_dir=tmp_path / "node-b"))
+    finally:
+        first.db.close()
+        first.telemetry.close()
+        if first.data_dir_lock is not None:
+            unlock_data_dir(first.data_dir_lock)
 
 
 def test_the_change_marker_moves_when_another_process_revokes(

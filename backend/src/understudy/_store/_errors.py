@@ -25,3 +25,7 @@ class RetryableConflictError(ConflictError):
 
 class StorageUnavailableError(StorageError):
     """The database cannot be reached or opened; the message says where and why (no password)."""
+
+
+class StorageInUseError(StorageError):
+    """Another service holds the database (one service per database)."""

@@ -39,6 +39,7 @@ from understudy._store._db import Database
 from understudy._store._errors import (
     ConflictError,
     RetryableConflictError,
+    StorageInUseError,
     StorageUnavailableError,
 )
 from understudy._store._sql import POSTGRESQL, Dialect
@@ -56,6 +57,7 @@ Connection = psycopg.Connection[dict[str, Any]]
 
 # Any fixed number, the same in every process: migrations on one database take turns under it.
 _MIGRATION_LOCK: Final = 0x756E_6465_7273_7475  # "understu"
+_SERVICE_LOCK: Final = 0x756E_6465_7273_7476
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
 
@@ -179,7 +181,9 @@ class PostgresStorage:
     """
 
     def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        self._url = url
         self.where = redacted(url)
+        self._claim: psycopg.Connection[Any] | None = None  # see claim_service()
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -287,8 +291,30 @@ class PostgresStorage:
         with self.read():
             return self.sql.one(_CHANGE_MARKER)
 
+    def claim_service(self) -> None:
+        """Hold a session advisory lock on a connection of its own for as long as this is open.
+
+        One node per database until turns are locked in the database itself: a second
+        `understudy serve` on the same database is refused at start-up. The lock goes with the
+        connection (at `close()`, or when the server sees the process die).
+        """
+        if self._claim is not None:
+            return
+        conn = psycopg.connect(self._url, autocommit=True)
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_SERVICE_LOCK,)).fetchone()
+        if row is None or not row[0]:
+            conn.close()
+            raise StorageInUseError(
+                f"another Understudy service is using the PostgreSQL database at {self.where}; "
+                "one service per database: stop the other one first"
+            )
+        self._claim = conn
+
     def close(self) -> None:
         self._pool.close()
+        if self._claim is not None:
+            claim, self._claim = self._claim, None
+            claim.close()
 
 
 _CHANGE_MARKER: Final = (

@@ -118,6 +118,17 @@ class SqlStorage(Protocol):
         or a close request; the revocation watch polls it once a second."""
         ...
 
+    def claim_service(self) -> None:
+        """Make this process the one service on the database, until `close()`.
+
+        Actors keep their turns one at a time in memory, so two services on one database would
+        break that. SQLite needs nothing more than the data directory's lock.
+
+        Raises:
+            StorageInUseError: another service holds the database.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -159,6 +170,9 @@ class SqliteStorage:
         # SQLite's data_version moves on every commit of another connection; it reads only the
         # WAL index, so polling it costs no table access.
         return self.db.data_version()
+
+    def claim_service(self) -> None:
+        """The data directory's lock (`_lock.py`) already makes the service the only one."""
 
     def close(self) -> None:
         self.db.close()
