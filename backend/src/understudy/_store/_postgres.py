@@ -267,9 +267,13 @@ class PostgresStorage:
             return _migrations.apply(self.sql, self.transaction, now, where=self.where)
 
     def schema_version(self) -> int:
-        with self.transaction():
-            self._lock_schema()
-            return _migrations.version_on(self.sql)
+        # A plain read (readiness asks on every probe): no DDL, no lock; 0 before any migration.
+        with self.read():
+            row = self.sql.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+            if row is None or not row["present"]:
+                return 0
+            found = self.sql.one("SELECT MAX(version) AS v FROM schema_migrations")
+        return int(found["v"]) if found is not None and found["v"] is not None else 0
 
     def check_supported(self) -> int:
         """The schema version, refusing a database migrated by a newer binary.
