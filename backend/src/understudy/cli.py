@@ -326,7 +326,10 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
         return 0
     if args.command == "status":
         view = _operator.status(
-            db, now, service=_service_holder(settings.data_dir), schema_version=current_version(db)
+            db,
+            now,
+            service=_service_holder(db, settings.data_dir),
+            schema_version=current_version(db),
         )
         _print_json(view) if as_json else print(_operator.render_status(view))
         return 0
@@ -436,8 +439,15 @@ def _print_rows(rows: list[dict[str, str]]) -> None:
         print("\t".join(row.values()))
 
 
-def _service_holder(data_dir: Path) -> str | None:
-    """Who holds the one-writer lock (`pid N on host H`), or None when no service runs."""
+def _service_holder(db: Database, data_dir: Path) -> str | None:
+    """Who holds the one-writer lock (`pid N on host H`), or None when no service runs.
+
+    On PostgreSQL the service may run from another data directory (or host): the database's
+    own service lock answers first.
+    """
+    holder = db.storage.service_holder()
+    if holder is not None:
+        return holder
     if not data_dir_in_use(data_dir):
         return None
     try:
@@ -486,7 +496,7 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
         return 0
     with db.transaction():
         close_requests.request(db, session_id, time.time())
-    if _service_holder(data_dir) is None:
+    if _service_holder(db, data_dir) is None:
         print(
             f"close requested for session {session_id}; no service is running on {data_dir}, "
             "so it closes when the service next starts"

@@ -185,14 +185,28 @@ def test_a_deadlock_is_a_retryable_conflict_and_rolls_the_loser_back(
 
 def test_one_service_per_database_until_it_closes(opened: list[PostgresStorage], url: str) -> None:
     first, second = open_storage(opened, url), open_storage(opened, url)
+    assert second.service_holder() is None
     first.claim_service()
     first.claim_service()  # claiming again is a no-op
     with pytest.raises(StorageInUseError, match="another Understudy service is using"):
         second.claim_service()
+    holder = second.service_holder()  # what the CLI reports, from any host or data directory
+    assert holder is not None and holder.startswith("PostgreSQL client 127.0.0.1, backend pid")
     with second.transaction():  # the CLI still works beside the service
         second.sql.one("SELECT 1 AS one")
     first.close()
+    assert second.service_holder() is None
     second.claim_service()
+
+
+def test_installations_in_two_schemas_of_one_database_do_not_block_each_other(
+    pg_cluster: PgCluster, opened: list[PostgresStorage], url: str
+) -> None:
+    other = pg_cluster.create_schema(f"engine_{uuid.uuid4().hex[:12]}")
+    mine, theirs = open_storage(opened, url), open_storage(opened, other)
+    mine.claim_service()
+    theirs.claim_service()
+    assert theirs.service_holder() is not None and mine.service_holder() is not None
 
 
 def test_a_second_service_on_the_database_is_refused_at_start_up(url: str, tmp_path: Path) -> None:
@@ -271,9 +285,12 @@ def test_understudy_migrate_uses_the_database_url(
     assert not (tmp_path / "data" / "understudy.db").exists(), "no SQLite file on the side"
     assert main(["keys", "create", "--tenant", "acme", "--actor", "bot"]) == 0
     capsys.readouterr()
-    storage = PostgresStorage(url, max_size=1)
+    service = PostgresStorage(url, max_size=1)  # a service elsewhere, on another data directory
     try:
-        with storage.read() as r:
+        with service.read() as r:
             assert [k.tenant for k in r.api_keys.all()] == ["acme"]
+        service.claim_service()
+        assert main(["status"]) == 0
+        assert "service: running (PostgreSQL client 127.0.0.1" in capsys.readouterr().out
     finally:
-        storage.close()
+        service.close()

@@ -55,9 +55,11 @@ if TYPE_CHECKING:
 
 Connection = psycopg.Connection[dict[str, Any]]
 
-# Any fixed number, the same in every process: migrations on one database take turns under it.
-_MIGRATION_LOCK: Final = 0x756E_6465_7273_7475  # "understu"
-_SERVICE_LOCK: Final = 0x756E_6465_7273_7476
+# Advisory lock keys: (a fixed number per purpose, a hash of the schema), so two installations
+# in two schemas of one database do not block each other.
+_MIGRATION_LOCK: Final = 0x5573_0001
+_SERVICE_LOCK: Final = 0x5573_0002
+_KEY: Final = "%s, hashtext(current_schema())"
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
 
@@ -284,7 +286,10 @@ class PostgresStorage:
         return _migrations.refuse_newer(self.schema_version(), self.where)
 
     def _lock_schema(self) -> None:
-        self.sql.one("SELECT pg_advisory_xact_lock(:key)", {"key": _MIGRATION_LOCK})
+        self.sql.one(
+            "SELECT pg_advisory_xact_lock(:purpose, hashtext(current_schema()))",
+            {"purpose": _MIGRATION_LOCK},
+        )
 
     def change_marker(self) -> object:
         """A value that moves when a revocation or close request may have been committed.
@@ -305,7 +310,7 @@ class PostgresStorage:
         if self._claim is not None:
             return
         conn = psycopg.connect(self._url, autocommit=True)
-        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_SERVICE_LOCK,)).fetchone()
+        row = conn.execute(f"SELECT pg_try_advisory_lock({_KEY})", (_SERVICE_LOCK,)).fetchone()
         if row is None or not row[0]:
             conn.close()
             raise StorageInUseError(
@@ -313,6 +318,16 @@ class PostgresStorage:
                 "one service per database: stop the other one first"
             )
         self._claim = conn
+
+    def service_holder(self) -> str | None:
+        """Who holds the service lock (`PostgreSQL client 10.0.0.5, backend pid N`), or None."""
+        with self.read():
+            row = self.sql.one(_SERVICE_HOLDER, {"purpose": _SERVICE_LOCK})
+        if row is None:
+            return None
+        return (
+            f"PostgreSQL client {row['client'] or 'on the local socket'}, backend pid {row['pid']}"
+        )
 
     def close(self) -> None:
         self._pool.close()
@@ -403,6 +418,18 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._pg.close()
+
+
+# The session holding the service lock: pg_locks shows a two-key advisory lock as (classid,
+# objid) = (key1, key2), objsubid 2; an int4 key is compared as the oid it is stored as.
+_SERVICE_HOLDER: Final = (
+    "SELECT host(a.client_addr) AS client, l.pid FROM pg_locks AS l "
+    "JOIN pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.classid = CAST(:purpose AS integer)::oid "
+    "AND l.objid = hashtext(current_schema())::oid"
+)
 
 
 if TYPE_CHECKING:

@@ -118,6 +118,11 @@ class SqlStorage(Protocol):
         or a close request; the revocation watch polls it once a second."""
         ...
 
+    def service_holder(self) -> str | None:
+        """Who holds the database as its service, as far as the database itself can tell, or
+        None (SQLite: the data directory's lock file says it instead)."""
+        ...
+
     def claim_service(self) -> None:
         """Make this process the one service on the database, until `close()`.
 
@@ -173,6 +178,9 @@ class SqliteStorage:
 
     def claim_service(self) -> None:
         """The data directory's lock (`_lock.py`) already makes the service the only one."""
+
+    def service_holder(self) -> str | None:
+        return None  # the data directory's lock file names the holder
 
     def close(self) -> None:
         self.db.close()
