@@ -20,7 +20,7 @@ import pytest
 from understudy._bootstrap import build_services
 from understudy._config import Settings
 from understudy._lock import unlock_data_dir
-from understudy._store import LATEST, SchemaTooNewError, commands, credentials
+from understudy._store import LATEST, SchemaTooNewError, _postgres, commands, credentials
 from understudy._store._errors import (
     RetryableConflictError,
     StorageInUseError,
@@ -181,6 +181,24 @@ def test_a_deadlock_is_a_retryable_conflict_and_rolls_the_loser_back(
     with first.read() as r:  # the winner's two changes, none of the loser's
         counts = sorted(r.sessions.require(s).command_count for s in ("a", "b"))
     assert counts == [1, 2]
+
+
+def test_a_lock_held_elsewhere_fails_the_turn_after_the_lock_timeout(
+    opened: list[PostgresStorage], url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_postgres, "LOCK_TIMEOUT_MS", 200)
+    storage = open_storage(opened, url)
+    storage.migrate(1.0)
+    with storage.transaction() as tx:
+        tx.sessions.insert(new_session("s1"))
+    with psycopg.connect(url) as other:  # another process holds the row in an open transaction
+        other.execute("SELECT 1 FROM sessions WHERE session_id = 's1' FOR UPDATE")
+        with pytest.raises(RetryableConflictError, match="lock timeout"), storage.transaction():
+            storage.sql.run(
+                "UPDATE sessions SET command_count = 9 WHERE session_id = :s", {"s": "s1"}
+            )
+    with storage.read() as r:
+        assert r.sessions.require("s1").command_count == 0
 
 
 def test_one_service_per_database_until_it_closes(opened: list[PostgresStorage], url: str) -> None:

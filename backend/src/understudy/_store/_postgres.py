@@ -15,16 +15,17 @@ default, READ COMMITTED: each repository change is one statement that is atomic 
 (`INSERT … ON CONFLICT`, `UPDATE … RETURNING`; the quota upsert re-checks its `WHERE` against the
 row as a concurrent writer left it), and one node runs one turn at a time per process anyway.
 
-Errors: a unique violation raises `ConflictError`, as on SQLite; a serialization failure or a
-deadlock raises `RetryableConflictError` (a `ConflictError`): the whole transaction lost a race
-and may be retried. Either way the transaction is rolled back when the error leaves the block.
+Errors: a unique violation raises `ConflictError`, as on SQLite; a serialization failure, a
+deadlock or a lock wait past `LOCK_TIMEOUT_MS` raises `RetryableConflictError` (a
+`ConflictError`): the whole transaction lost a race and may be retried. Either way the
+transaction is rolled back when the error leaves the block.
 """
 
 from __future__ import annotations
 
 import re
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit, urlunsplit
 
@@ -62,6 +63,9 @@ _SERVICE_LOCK: Final = 0x5573_0002
 _KEY: Final = "%s, hashtext(current_schema())"
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
+# A statement waits at most this long for a row lock another process holds: the wait blocks the
+# event-loop thread (every actor of the process), so a stuck lock fails the one turn instead.
+LOCK_TIMEOUT_MS = 5000
 
 
 class _BoolAsInteger(Dumper):
@@ -75,6 +79,7 @@ class _BoolAsInteger(Dumper):
 
 def _configure(conn: Connection) -> None:
     conn.adapters.register_dumper(bool, _BoolAsInteger)
+    conn.execute(f"SET lock_timeout = {int(LOCK_TIMEOUT_MS)}")
 
 
 def redacted(url: str) -> str:
@@ -101,7 +106,10 @@ def _mapped(exc: psycopg.Error) -> Exception:
     """The engine-neutral error for a driver error (or the error itself)."""
     if isinstance(exc, pg_errors.UniqueViolation):
         return ConflictError(str(exc))
-    if isinstance(exc, (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)):
+    if isinstance(
+        exc,
+        (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.LockNotAvailable),
+    ):
         return RetryableConflictError(str(exc))
     return exc
 
@@ -265,6 +273,8 @@ class PostgresStorage:
         """Apply pending migrations in one transaction (DDL is transactional on PostgreSQL),
         under an advisory lock, so nodes starting together migrate once."""
         with self.transaction():
+            # Another node's migration may take longer than a turn's lock wait: wait it out.
+            self.sql.run("SET LOCAL lock_timeout = 0")
             self._lock_schema()
             return _migrations.apply(self.sql, self.transaction, now, where=self.where)
 
@@ -333,6 +343,10 @@ class PostgresStorage:
         self._pool.close()
         if self._claim is not None:
             claim, self._claim = self._claim, None
+            # Released before close() returns: the server ends a closed session a moment later,
+            # and a service restarting at once would find its own old lock still held.
+            with suppress(psycopg.Error):
+                claim.execute(f"SELECT pg_advisory_unlock({_KEY})", (_SERVICE_LOCK,))
             claim.close()
 
 
