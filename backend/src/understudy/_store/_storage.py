@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Protocol
 
 from understudy._store import _migrations
+from understudy._store._ports import Storage
 from understudy._store.blocked import repository as blocked_repository
 from understudy._store.close_requests import SqlCloseRequests
 from understudy._store.commands import SqlCommands
@@ -20,10 +21,8 @@ from understudy._store.vault import SqlVault
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from contextlib import AbstractContextManager
 
     from understudy._store._db import Database
-    from understudy._store._ports import Repositories, Storage
     from understudy._store._seen import SeenRecords
     from understudy._store._sql import Dialect, Executor
 
@@ -85,25 +84,12 @@ class SqlRepositories:
         return blocked_repository(self._sql)
 
 
-class SqlStorage(Protocol):
-    """What every engine here offers beyond `Storage`: the shared SQL repositories, and a cheap
-    way to notice that another process may have changed something."""
+class SqlStorage(Storage, Protocol):
+    """What every engine here offers beyond `Storage`: the shared SQL repositories, the schema
+    check, and what the service needs to be the one service on its database."""
 
     @property
     def repos(self) -> SqlRepositories: ...
-
-    @property
-    def dialect(self) -> Dialect: ...
-
-    def transaction(self) -> AbstractContextManager[Repositories]: ...
-
-    def read(self) -> AbstractContextManager[Repositories]: ...
-
-    async def durable(self) -> None: ...
-
-    def migrate(self, now: float) -> list[int]: ...
-
-    def schema_version(self) -> int: ...
 
     def check_supported(self) -> int:
         """The schema version, refusing a database migrated by a newer binary.
