@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 # The states that hold a session's admission slot, from the enum (never a literal list here).
 OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
 _OPEN_MARKS: Final = ", ".join("?" for _ in OPEN_STATES)
+# The same list for the repository's portable SQL: only the enum's values are interpolated.
+_OPEN_SQL: Final = ", ".join(f"'{state}'" for state in OPEN_STATES)
 
 _MUTABLE = frozenset(
     {
@@ -169,12 +171,18 @@ class SqlCommands:
 
     def open_commands(self, session_id: str) -> list[CommandRow]:
         """The session's commands not yet settled, oldest first."""
-        assert self._db is not None  # noqa: S101 - the state lists' queries run on a Database
-        return open_commands(self._db, session_id)
+        rows = self._sql.rows(
+            f"SELECT * FROM commands WHERE session_id = :sid AND state IN ({_OPEN_SQL}) "  # noqa: S608
+            "ORDER BY admitted_at",
+            {"sid": session_id},
+        )
+        return [_row(r) for r in rows]
 
     def sessions_with_open_commands(self) -> list[str]:
-        assert self._db is not None  # noqa: S101 - as above
-        return sessions_with_open_commands(self._db)
+        rows = self._sql.rows(
+            f"SELECT DISTINCT session_id FROM commands WHERE state IN ({_OPEN_SQL})"  # noqa: S608
+        )
+        return [r["session_id"] for r in rows]
 
     def _change(
         self, session_id: str, command_id: str, assignments: str, **params: Any
