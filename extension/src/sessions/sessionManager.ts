@@ -120,6 +120,7 @@ export class SessionManager {
         fence.spare(tab.id).catch(() => undefined);
         return;
       }
+      if (tab.openerTabId !== undefined) this.byTab.get(tab.openerTabId)?.tab.noteReaction();
       chrome.tabs.remove(tab.id).catch(() => {
         deps.log.warn("popup_close_failed");
       });

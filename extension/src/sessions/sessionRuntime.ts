@@ -67,6 +67,8 @@ export class SessionRuntime implements CommandHost {
   /** Pending `ticket_request` after the session socket dropped, and how many were sent in a row. */
   private ticketRetry: ReturnType<typeof setTimeout> | undefined;
   private ticketRequests = 0;
+  /** `tab.reactions` when the current command's attribution window opened (see `settleWindow`). */
+  private reactionsAtOpen: number | undefined;
   /** Lease-record changes, one at a time (see `persist`). */
   private readonly persisting = new SerialChain();
 
@@ -267,6 +269,7 @@ export class SessionRuntime implements CommandHost {
 
   /** A popup of this tab was closed: record it for the caller. */
   popupBlocked(url: string): void {
+    this.tab.noteReaction();
     this.blocked.record("popup", url, "popup");
   }
 
@@ -274,9 +277,12 @@ export class SessionRuntime implements CommandHost {
    * The settle window after a write acted: what the page does in response (a navigation it
    * starts, a redirect, a popup) is attributed to the command. Unless `kind` is `none`, the page's
    * task queue first runs what was scheduled with no delay; an `activation` then waits
-   * `BLOCK_SETTLE_MS` for the browser's reports of what its handlers did; every write then waits
-   * while a main-frame navigation is still undecided. Never past `BLOCK_SETTLE_MAX_MS` or the
-   * command's deadline.
+   * `BLOCK_SETTLE_MS` for the browser's reports of what its handlers did, unless the page gave no
+   * sign of a reaction since the command's window opened (`ControlledTab.reactions`: no window
+   * opened, no navigation requested or started, no target attached, and no frame of another
+   * process whose signs this tab cannot see), in which case there is nothing to wait for; every
+   * write then waits while a main-frame navigation is still undecided. Never past
+   * `BLOCK_SETTLE_MAX_MS` or the command's deadline.
    */
   async settleWindow(deadlineMs: number, kind: SettleKind): Promise<void> {
     const started = this.deps.now();
@@ -288,9 +294,14 @@ export class SessionRuntime implements CommandHost {
     const settleMs = this.deps.settleMs ?? BLOCK_SETTLE_MS;
     if (kind !== "none" && settleMs > 0) {
       await Promise.race([this.pageTaskRoundTrip(), sleep(Math.min(BLOCK_SETTLE_PAGE_MS, until - started))]);
-      if (kind === "activation") await sleep(Math.min(settleMs, until - this.deps.now()));
+      if (kind === "activation" && this.pageReacted()) await sleep(Math.min(settleMs, until - this.deps.now()));
     }
     while (this.tab.navigationInFlight && this.deps.now() < until && !this.closed) await sleep(Math.min(BLOCK_SETTLE_POLL_MS, until - this.deps.now()));
+  }
+
+  /** Whether the page gave a sign of opening a window or navigating since the window opened. */
+  private pageReacted(): boolean {
+    return this.tab.hasOutOfProcessFrames || this.reactionsAtOpen === undefined || this.tab.reactions !== this.reactionsAtOpen;
   }
 
   /** Resolves once the page ran a zero-delay task queued now; a page that navigated or hangs ends it too. */
@@ -305,11 +316,13 @@ export class SessionRuntime implements CommandHost {
   /** Runs `task` with stops attributed to `commandId`; returns its value and those stops. */
   async attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
     this.blocked.open(commandId);
+    this.reactionsAtOpen = this.tab.reactions;
     try {
       const value = await task();
       return { value, blocked: this.blocked.close() };
     } finally {
       this.blocked.close();
+      this.reactionsAtOpen = undefined;
     }
   }
 

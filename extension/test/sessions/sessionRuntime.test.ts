@@ -1,6 +1,9 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-import { journalKey } from "../../src/sessions/writeJournal";
+import { JOURNAL_DROP_FLUSH_MS, journalKey } from "../../src/sessions/writeJournal";
+
+/** Past the time a drop waits to ride on another journal write (see writeJournal.ts). */
+const dropsWritten = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, JOURNAL_DROP_FLUSH_MS + 20));
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, nextUuid, openSession, provision, settle } from "../fakes/harness";
 import { BUTTON_NODE, installLoginPage, read, refOf, write } from "../fakes/page";
@@ -57,6 +60,7 @@ describe("SessionRuntime write protocol", () => {
     expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
     session.receive({ type: "result_ack", commandId });
     await settle();
+    await dropsWritten();
     expect(journalStates(h, LEASE_A.sessionId)).toEqual({});
   });
 
@@ -153,9 +157,12 @@ describe("SessionRuntime write protocol", () => {
     expect(session2.framesOf("result")).toEqual([
       expect.objectContaining({ commandId: completed, outcome: "succeeded", replayed: true }),
     ]);
+    expect(session2.framesOf("hello")).toHaveLength(1);
+    await dropsWritten();
     expect(journalStates(h2, LEASE_A.sessionId)).toEqual({ [completed]: "completed_unacked" });
     session2.receive({ type: "result_ack", commandId: completed });
     await settle();
+    await dropsWritten();
     expect(journalStates(h2, LEASE_A.sessionId)).toEqual({});
 
     // Refs of the previous worker are stale: the restarted runtime starts a new generation.
