@@ -22,7 +22,7 @@ import type {
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
-import { SpareWindow, observeFirstFrame } from "./spareWindow";
+import { SPARE_URL, SpareWindow, UNMARK_EXPRESSION, observeFirstFrame } from "./spareWindow";
 
 export interface ManagerDeps extends RuntimeDeps {
   /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
@@ -92,6 +92,7 @@ export class SessionManager {
       log: deps.log,
       browserEpoch: () => deps.browserEpoch(),
       wanted: () => deps.enabled() && (deps.spareWanted?.() ?? false),
+      isControlled: (tabId) => this.byTab.has(tabId),
       ...(deps.spareReopenDelayMs === undefined ? {} : { reopenDelayMs: deps.spareReopenDelayMs }),
     });
     chrome.debugger.onEvent((target, method, params) => {
@@ -255,7 +256,14 @@ export class SessionManager {
         generation: 1,
         browserEpoch: this.deps.browserEpoch(),
       };
-      this.index(await SessionRuntime.start(this.deps, record, false, stored));
+      const runtime = await SessionRuntime.start(this.deps, record, false, stored);
+      this.index(runtime);
+      if (tab.url === SPARE_URL || tab.pendingUrl === SPARE_URL) {
+        // The spare's mark goes before the session sees its tab (see spareWindow.ts).
+        await runtime.tab.cdp.sendUnchecked("Runtime.evaluate", { expression: UNMARK_EXPRESSION }).catch(() => {
+          this.deps.log.warn("spare_unmark_failed");
+        });
+      }
       return { ...base, outcome: "provisioned", tabId: tab.id };
     } catch {
       this.deps.log.warn("provision_failed");
