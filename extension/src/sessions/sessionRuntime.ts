@@ -264,6 +264,7 @@ export class SessionRuntime implements CommandHost {
       },
       watchNavigation: () => new NavigationWatch(this.tab.cdp),
       blockedPage: () => this.blocked.showing,
+      objects: new Map(),
     };
   }
 
