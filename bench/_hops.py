@@ -102,7 +102,9 @@ INSTALL: Final = r"""(() => {
   wrap(chrome.debugger, "attach", "attach", () => "debugger.attach");
   wrap(chrome.windows, "create", "windows", () => "windows.create");
   wrap(chrome.storage.session, "get", "storage", () => "session.get");
-  wrap(chrome.storage.session, "set", "storage", () => "session.set");
+  // The key's kind only (journal, leases, outbox, spareWindow), never a session id.
+  wrap(chrome.storage.session, "set", "storage", (args) =>
+    `session.set ${Object.keys(args[0] ?? {}).map((k) => k.split(":")[0]).join(",")}`);
   wrap(chrome.storage.session, "remove", "storage", () => "session.remove");
   wrap(chrome.tabs, "get", "tabs", () => "tabs.get");
   // A listener of our own (the extension's was added before this ran): when Chromium fired each
@@ -144,6 +146,8 @@ OVERHEAD: Final = [
     ("browser", "browser time: a sendCommand pending, or waiting for Chromium's load event"),
     ("overhead_strict", "round trip - time under chrome.debugger.sendCommand"),
     ("overhead", "overhead: round trip - browser time"),
+    ("overhead_extension", "  of which in the extension (prepare, and execute - browser time)"),
+    ("overhead_elsewhere", "  of which elsewhere (HTTP, server turns and commits, sockets)"),
 ]
 _ids = itertools.count(1)
 
@@ -289,6 +293,8 @@ def breakdown(
         inside = [c for c in calls if grant <= c[2] <= result]
         cdp = [(c[2], c[3]) for c in calls if c[0] == "cdp" and sent <= c[2] <= replied]
         waits = _load_waits(inside, loads, result)
+        # The extension's own time: preparing, and executing while the browser had nothing of ours.
+        ours = ready - prepare + result - grant - _covered(_clip(cdp + waits, grant, result))
         spent = {
             kind: sum(c[3] - c[2] for c in inside if c[0] == kind)
             for kind in ("cdp", "storage", "tabs")
@@ -312,6 +318,8 @@ def breakdown(
             "browser": _covered(cdp + waits),
             "overhead_strict": replied - sent - _covered(cdp),
             "overhead": replied - sent - _covered(cdp + waits),
+            "overhead_extension": ours,
+            "overhead_elsewhere": replied - sent - _covered(cdp + waits) - ours,
         }
         for key, value in values.items():
             hops[key].append(value)
@@ -320,6 +328,13 @@ def breakdown(
         "hops_ms": {key: summary(values) for key, values in hops.items()},
         "calls_ms": {label: summary(values) for label, values in by_call.items()},
     }
+
+
+def _clip(
+    intervals: list[tuple[float, float]], start: float, end: float
+) -> list[tuple[float, float]]:
+    """The parts of ``intervals`` inside [start, end]."""
+    return [(max(a, start), min(b, end)) for a, b in intervals if b > start and a < end]
 
 
 def _load_waits(

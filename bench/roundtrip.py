@@ -415,6 +415,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "overhead p50",
             "p99",
             "verdict (p50 <= 5)",
+            "in extension p50",
+            "elsewhere p50",
             "strict p50",
             "browser time p50",
             "ratio p50",
@@ -432,6 +434,8 @@ def tables(result: dict[str, Any]) -> list[Table]:
                 fmt(ours.get("p50", math.nan)),
                 fmt(ours.get("p99", math.nan)),
                 "met" if ours.get("p50", math.inf) <= OVERHEAD_TARGET_MS else "MISSED",
+                fmt(cells.get("overhead_extension", {}).get("p50", math.nan)),
+                fmt(cells.get("overhead_elsewhere", {}).get("p50", math.nan)),
                 fmt(cells.get("overhead_strict", {}).get("p50", math.nan)),
                 fmt(cells.get("browser", {}).get("p50", math.nan)),
                 fmt(ratio),
@@ -443,7 +447,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
         "overhead = client round trip - browser time, where browser time is the time at least one "
         "chrome.debugger.sendCommand was pending or a navigation waited for Chromium's load event "
         "after Page.navigate answered (Playwright's goto waits for it too); strict = round trip - "
-        "time under sendCommand only"
+        "time under sendCommand only; in extension = preparing (the journal's prepared write) "
+        "plus executing while no browser time was running; elsewhere = the rest (HTTP, the "
+        "server's turns and commits, the socket hops)"
     )
     overhead.notes.append(
         f"overhead from the traced phase ({hops['commands_per_op']} each), ratios from the "

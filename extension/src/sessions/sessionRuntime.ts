@@ -7,7 +7,7 @@
 import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
 import { NavigationWatch } from "../cdp/navigationWatch";
 import type { AuthorityCheck } from "../cdp/cdpSession";
-import { firstGeneration } from "../cdp/refTable";
+import { MAX_GENERATION, firstGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
 import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
@@ -35,6 +35,17 @@ import { SerialChain } from "./serialChain";
 import { journalKey } from "./writeJournal";
 
 const MAX_TAB_URL = 8192;
+/**
+ * Ref generations the lease record covers ahead of the current one: a restarted runtime starts
+ * above the record, so above every generation handed out, and a tab writes its lease record once
+ * per this many documents instead of on each.
+ */
+export const GENERATION_RESERVE = 16;
+
+/** The ceiling a lease record holds for a tab at `generation`. */
+function reserveAbove(generation: number): number {
+  return Math.min(generation + GENERATION_RESERVE - 1, MAX_GENERATION);
+}
 const MAX_TAB_TITLE = 4096;
 const MAX_DIALOG_TEXT = 4096;
 /** The hello's tab lookup gets as long as a read. */
@@ -69,6 +80,9 @@ export class SessionRuntime implements CommandHost {
   private ticketRequests = 0;
   /** `tab.reactions` when the current command's attribution window opened (see `settleWindow`). */
   private reactionsAtOpen: number | undefined;
+  /** The generation the lease record covers (or will, once `reserving` is done). */
+  private reservedGeneration: number;
+  private reserving: Promise<void> = Promise.resolve();
   /** Lease-record changes, one at a time (see `persist`). */
   private readonly persisting = new SerialChain();
 
@@ -77,6 +91,7 @@ export class SessionRuntime implements CommandHost {
     private readonly deps: RuntimeDeps,
   ) {
     const area = deps.chrome.storage.session;
+    this.reservedGeneration = record.generation;
     this.flow = new CommandFlow(this, area, record.sessionId, deps.log);
     this.outbox = new DialogOutbox(area, record.sessionId);
     this.blocked = new BlockedNavigations({
@@ -109,16 +124,7 @@ export class SessionRuntime implements CommandHost {
         },
         onNewDocument: (generation, isErrorPage) => {
           this.blocked.documentCommitted(isErrorPage);
-          // Refs of this generation wait for it to be recorded (see refTable.ts).
-          this.persist((current) => ({ ...current, generation })).then(
-            () => {
-              this.tab.refs.recorded(generation);
-            },
-            () => {
-              deps.log.warn("lease_persist_failed");
-              this.tab.refs.recorded(generation);
-            },
-          );
+          this.recordGeneration(generation);
         },
       },
       deps.log,
@@ -157,7 +163,14 @@ export class SessionRuntime implements CommandHost {
     await runtime.flow.load(items);
     await runtime.outbox.load(items);
     await runtime.tab.attach();
-    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist((current) => current)]);
+    const ceiling = reserveAbove(generation);
+    runtime.reservedGeneration = ceiling;
+    const persisting = runtime.persist((current) => ({ ...current, generation: ceiling }));
+    runtime.reserving = persisting.then(
+      () => undefined,
+      () => undefined,
+    );
+    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), persisting]);
     if (setUp.status === "rejected") {
       if (persisted.status === "fulfilled") {
         await deps.leases.remove(record.leaseId).catch(() => {
@@ -329,6 +342,28 @@ export class SessionRuntime implements CommandHost {
 
   now(): number {
     return this.deps.now();
+  }
+
+  /**
+   * Refs of a new document's generation wait until the lease record covers it (see refTable.ts).
+   * The record holds a ceiling `GENERATION_RESERVE` generations ahead, so only the document that
+   * passes it costs a lease write (while the page loads, when storage answers slowest); the others
+   * are covered by the write already made, once it is done.
+   */
+  private recordGeneration(generation: number): void {
+    const recorded = (): void => {
+      this.tab.refs.recorded(generation);
+    };
+    if (generation <= this.reservedGeneration) {
+      this.reserving.then(recorded, recorded);
+      return;
+    }
+    const ceiling = reserveAbove(generation);
+    this.reservedGeneration = ceiling;
+    this.reserving = this.persist((current) => ({ ...current, generation: Math.max(current.generation, ceiling) })).catch(() => {
+      this.deps.log.warn("lease_persist_failed");
+    });
+    this.reserving.then(recorded, recorded);
   }
 
   /** Opens the session socket with a ticket from the device socket. */
