@@ -256,14 +256,9 @@ export class SessionManager {
         generation: 1,
         browserEpoch: this.deps.browserEpoch(),
       };
-      const runtime = await SessionRuntime.start(this.deps, record, false, stored);
-      this.index(runtime);
-      if (tab.url === SPARE_URL || tab.pendingUrl === SPARE_URL) {
-        // The spare's mark goes before the session sees its tab (see spareWindow.ts).
-        await runtime.tab.cdp.sendUnchecked("Runtime.evaluate", { expression: UNMARK_EXPRESSION }).catch(() => {
-          this.deps.log.warn("spare_unmark_failed");
-        });
-      }
+      // The spare's mark goes before the session sees its tab (see spareWindow.ts).
+      const marked = tab.url === SPARE_URL || tab.pendingUrl === SPARE_URL;
+      this.index(await SessionRuntime.start(this.deps, record, false, stored, marked ? [UNMARK_EXPRESSION] : []));
       return { ...base, outcome: "provisioned", tabId: tab.id };
     } catch {
       this.deps.log.warn("provision_failed");

@@ -156,6 +156,8 @@ export class SessionRuntime implements CommandHost {
     record: LeaseRecord,
     restored: boolean,
     stored: Promise<Record<string, unknown>> = SessionRuntime.readStored(deps, record.sessionId),
+    /** Expressions evaluated in the tab alongside the set-up calls (the spare's unmark); their failure fails nothing. */
+    alongside: readonly string[] = [],
   ): Promise<SessionRuntime> {
     const generation = restored ? record.generation + 1 : firstGeneration(record.leaseEpoch, deps.now());
     const runtime = new SessionRuntime({ ...record, generation }, deps);
@@ -170,7 +172,12 @@ export class SessionRuntime implements CommandHost {
       () => undefined,
       () => undefined,
     );
-    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), persisting]);
+    const evaluated = alongside.map((expression) =>
+      runtime.tab.cdp.sendUnchecked("Runtime.evaluate", { expression }).catch(() => {
+        deps.log.warn("tab_evaluate_failed");
+      }),
+    );
+    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), persisting, ...evaluated]);
     if (setUp.status === "rejected") {
       if (persisted.status === "fulfilled") {
         await deps.leases.remove(record.leaseId).catch(() => {
