@@ -10,6 +10,7 @@ programming error.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -115,6 +116,8 @@ class Telemetry:
         self._stream_id: tuple[int, int] | None = None  # its (device, inode)
         self._checked_at = -math.inf  # when the sink path was last compared with the stream
         self._pseudonyms: dict[tuple[str, str], str] = {}
+        self._codes: set[tuple[str, str]] = set()  # plain (field, string) pairs already checked
+        self._unflushed: TextIO | None = None  # the stream written since the last flush
         self._counters: dict[tuple[str, str], int] = {}
         self._observers: list[Callable[[dict[str, FieldValue]], None]] = []
 
@@ -158,6 +161,8 @@ class Telemetry:
                     self._pseudonyms.clear()
                 cached = self._pseudonyms[(name, value)] = pseudonym(self._keys, name, value)
             return cached
+        if isinstance(value, str) and (name, value) in self._codes:
+            return value
         if name not in PLAIN_FIELDS:
             raise TelemetryFieldError(
                 f"telemetry field {name!r} is not allowed; allowed: "
@@ -170,6 +175,10 @@ class Telemetry:
             )
         if not isinstance(value, str | int):  # bool is an int
             raise TelemetryFieldError(f"telemetry field {name!r} takes a string, int or bool")
+        if isinstance(value, str):
+            if len(self._codes) >= _PSEUDONYM_CACHE:
+                self._codes.clear()
+            self._codes.add((name, value))
         return value
 
     def _write(self, record: dict[str, FieldValue]) -> None:
@@ -180,7 +189,23 @@ class Telemetry:
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
         stream = self._path_stream(sink) if isinstance(sink, Path) else sink
         stream.write(line)
-        stream.flush()
+        if self._unflushed is stream:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the CLI): at once
+            stream.flush()
+            return
+        # One flush (one write to the file) for every event of this loop iteration: a command
+        # reports several, each of them a system call otherwise.
+        self._flush()
+        self._unflushed = stream
+        loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        stream, self._unflushed = self._unflushed, None
+        if stream is not None and not stream.closed:
+            stream.flush()
 
     def _path_stream(self, path: Path) -> TextIO:
         """The open sink file, reopened when an operator has moved or removed it (rotation).
@@ -206,6 +231,7 @@ class Telemetry:
 
     def close(self) -> None:
         """Close the sink file, if one is open (the next event reopens it)."""
+        self._flush()
         stream, self._stream, self._stream_id = self._stream, None, None
         if stream is not None:
             stream.close()
