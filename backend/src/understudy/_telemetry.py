@@ -118,6 +118,8 @@ class Telemetry:
         self._pseudonyms: dict[tuple[str, str], str] = {}
         self._codes: set[tuple[str, str]] = set()  # plain (field, string) pairs already checked
         self._unflushed: TextIO | None = None  # the stream written since the last flush
+        self._ts_millis = -1  # the millisecond `_ts_text` formats
+        self._ts_text = ""
         self._counters: dict[tuple[str, str], int] = {}
         self._observers: list[Callable[[dict[str, FieldValue]], None]] = []
 
@@ -134,10 +136,7 @@ class Telemetry:
         """
         if event not in EVENTS:
             raise TelemetryFieldError(f"unknown telemetry event {event!r}; add it to EVENTS first")
-        record: dict[str, FieldValue] = {
-            "ts": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds"),
-            "event": event,
-        }
+        record: dict[str, FieldValue] = {"ts": self._timestamp(), "event": event}
         for name, value in sorted(fields.items()):
             record[name] = self._clean(name, value)
         outcome = record.get("outcome", "")
@@ -146,6 +145,17 @@ class Telemetry:
         for observer in self._observers:
             observer(record)
         self._write(record)
+
+    def _timestamp(self) -> str:
+        """The ``ts`` field: ISO 8601 to the millisecond, formatted once per millisecond (the
+        events of one command mostly share it)."""
+        millis = int(self._clock() * 1000)
+        if millis != self._ts_millis:
+            self._ts_millis = millis
+            self._ts_text = datetime.fromtimestamp(millis / 1000, UTC).isoformat(
+                timespec="milliseconds"
+            )
+        return self._ts_text
 
     def observe(self, observer: Callable[[dict[str, FieldValue]], None]) -> None:
         """Call `observer` with every record, after pseudonyms and checks (the metrics use it)."""
