@@ -54,7 +54,11 @@ def services_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Services:
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
-    values = connection.headers.getall("authorization", [])
+    return bearer_token(connection.headers.getall("authorization", []))
+
+
+def bearer_token(values: list[str]) -> str | None:
+    """The token of the one `Authorization: Bearer …` header among `values`, if any."""
     if len(values) > 1:
         # Authorization is not a list field, so RFC 9110 §5.3 forbids sending it twice; with
         # two, a proxy and the service could each authenticate a different credential.
@@ -90,8 +94,11 @@ async def consumer_guard(
     connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
 ) -> None:
     """Admit a live consumer API key; its `Consumer` becomes the `who` dependency."""
-    services = services_of(connection)
-    token = _bearer(connection)
+    connection.state.consumer = authenticate_consumer(services_of(connection), _bearer(connection))
+
+
+def authenticate_consumer(services: Services, token: str | None) -> Consumer:
+    """The `Consumer` of a live consumer API key, or 401 (429 past the backstop)."""
     if token is None or _security.token_kind(token) != "consumer":
         services.telemetry.emit("auth.refused", kind="consumer", reason="malformed")
         raise _unauthorized()
@@ -102,7 +109,7 @@ async def consumer_guard(
         raise _unauthorized()
     _backstop(services, digest)
     services.telemetry.emit("auth.accepted", kind="consumer", tenant=key.tenant, actor=key.actor)
-    connection.state.consumer = Consumer(key.tenant, key.actor, digest)
+    return Consumer(key.tenant, key.actor, digest)
 
 
 async def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:

@@ -38,10 +38,14 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 
 async def read_body(request: Request[Any, Any, Any]) -> bytes:
     """The raw body: at most `MAX_BODY_BYTES`, and JSON whenever there is one."""
-    body = await request.body()
+    return check_body(await request.body(), request.headers.get("content-type", ""))
+
+
+def check_body(body: bytes, content_type: str) -> bytes:
+    """`body` if it is at most `MAX_BODY_BYTES` and, when there is one, sent as JSON."""
     if len(body) > MAX_BODY_BYTES:
         raise invalid_request(f"the body is larger than {MAX_BODY_BYTES} bytes")
-    if body and request.headers.get("content-type", "").split(";")[0].strip() != JSON:
+    if body and content_type.split(";")[0].strip() != JSON:
         raise invalid_request("send the body as application/json")
     return body
 
