@@ -288,8 +288,6 @@ class SessionAgent:
         until = min(row.admitted_at + within, row.deadline)
         event = self._events.setdefault(command_id, asyncio.Event())
         while True:
-            row = commands.get(self.db, self.session_id, command_id)
-            assert row is not None  # noqa: S101
             if not CommandState(row.state).open:
                 return row
             if self.clock.now() >= until:
@@ -301,6 +299,8 @@ class SessionAgent:
                 return latest
             event.clear()
             await wait_until(event, self.clock, until)
+            row = commands.get(self.db, self.session_id, command_id)
+            assert row is not None  # noqa: S101
 
     # -- frames from the extension -------------------------------------------------------------
 
@@ -645,9 +645,11 @@ class SessionAgent:
 
     def _next_due(self) -> float | None:
         """The earliest moment `_expire_due` has something to do."""
+        rows = commands.open_commands(self.db, self.session_id)
+        if not rows:  # the common case after an outcome: no session read needed
+            return None
         session = store.get(self.db, self.session_id)
         epoch = session.lease_epoch if session is not None else 0
-        rows = commands.open_commands(self.db, self.session_id)
         # A command of an older lease epoch is due at once: its admission time has passed.
         return min(
             (r.admitted_at if r.lease_epoch < epoch else _due(r) for r in rows), default=None
