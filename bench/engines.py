@@ -23,6 +23,9 @@ Method:
    server's admission-to-outcome span (``completed_at - admitted_at`` of the command row, the
    server's clock, read from SQLite or PostgreSQL after the phase) and the rest (HTTP parsing, the
    final turn that persists the outcome and its COMMIT, the reply).
+   Per acknowledged write (warm-up included), from the servers' ``/metrics``: transactions and
+   COMMITs; for PostgreSQL also the WAL flushes and their time (``pg_stat_wal`` with
+   ``track_wal_io_timing=on``), the part of a write spent waiting for the disk.
 5. Each engine's commit rate on its own: one connection committing one-row transactions in a loop
    (SQLite through ``bench.fsync``, PostgreSQL the same with psycopg), before the phases.
 6. Each device host reports how many times each write ran: every acknowledged write must have run
@@ -58,7 +61,12 @@ if TYPE_CHECKING:
 ENGINES: Final = ("SQLite", "PostgreSQL")
 # A COMMIT is durable when it returns, as under SQLite's synchronous=FULL (the cluster helper's
 # defaults turn fsync off: its tests check decisions, not the disk).
-DURABLE_SETTINGS: Final = {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+DURABLE_SETTINGS: Final = {
+    "fsync": "on",
+    "full_page_writes": "on",
+    "synchronous_commit": "on",
+    "track_wal_io_timing": "on",  # pg_stat_wal's sync time: the WAL flushes' share of a write
+}
 REPORTED_SETTINGS: Final = (
     "server_version",
     "fsync",
@@ -67,6 +75,7 @@ REPORTED_SETTINGS: Final = (
     "wal_sync_method",
     "wal_level",
     "commit_delay",
+    "track_wal_io_timing",
 )
 THREE_NODES: Final = "PostgreSQL three nodes"
 THREE_NODES_NOTE: Final = "not yet (one service per database)"
@@ -77,9 +86,10 @@ class _Engine:
     """One served backend with its devices, sessions and connections (the overhead
     benchmark's private helpers drive it: the same phase, not a copy of it)."""
 
-    def __init__(self, name: str, server: Server) -> None:
+    def __init__(self, name: str, server: Server, url: str | None = None) -> None:
         self.name = name
         self.server = server
+        self.url = url  # PostgreSQL's, for its WAL statistics
         self.host: Worker | None = None
         self.sessions: list[str] = []
         self.connections: list[HttpConnection] = []
@@ -99,6 +109,8 @@ class _Engine:
 
     async def phase(self, level: int, total: int, warmup: int) -> dict[str, Any]:
         assert self.host is not None  # noqa: S101 - started
+        counters = await _counters(self.connections[0])
+        wal = await asyncio.to_thread(_wal, self.url) if self.url else None
         phase, ids = await overhead._phase(
             self.server,
             self.host.pid,
@@ -108,6 +120,15 @@ class _Engine:
             total,
             warmup,
         )
+        # Per acknowledged write (warm-up included: its turns commit in the same span).
+        writes = max(phase["commands"] + phase["warmup_commands"], 1)
+        after = await _counters(self.connections[0])
+        phase["transactions_per_write"] = (after[0] - counters[0]) / writes
+        phase["commits_per_write"] = (after[1] - counters[1]) / writes
+        if wal is not None and self.url:
+            syncs, sync_ms = await asyncio.to_thread(_wal, self.url)
+            phase["wal_syncs_per_write"] = (syncs - wal[0]) / writes
+            phase["wal_sync_ms_per_write"] = (sync_ms - wal[1]) / writes
         self.phases.append(phase)
         self.ids.append(ids)
         return phase
@@ -173,6 +194,7 @@ async def run(
                     new_devices(device_count, "p"),
                     extra_env={"UNDERSTUDY_DATABASE_URL": url},
                 ),
+                url,
             ),
         }
         try:
@@ -232,8 +254,10 @@ def _engine_result(engine: _Engine, report: dict[str, Any], levels: list[int]) -
             "p99_ms": mean("latency_ms", "p99"),
             "server_p50_ms": mean("server_side_ms", "p50"),
             "server_p99_ms": mean("server_side_ms", "p99"),
-            "server_cpu_ms_per_write": sum(p["server_cpu_ms_per_command"] for p in mine)
-            / max(len(mine), 1),
+            "server_cpu_ms_per_write": _mean_of(mine, "server_cpu_ms_per_command"),
+            "commits_per_write": _mean_of(mine, "commits_per_write"),
+            "wal_syncs_per_write": _mean_of(mine, "wal_syncs_per_write"),
+            "wal_sync_ms_per_write": _mean_of(mine, "wal_sync_ms_per_write"),
             "statuses": [p["statuses"] for p in mine],
         }
     return {
@@ -247,6 +271,11 @@ def _engine_result(engine: _Engine, report: dict[str, Any], levels: list[int]) -
     }
 
 
+def _mean_of(phases: list[dict[str, Any]], key: str) -> float:
+    values = [p[key] for p in phases if key in p]
+    return sum(values) / len(values) if values else math.nan
+
+
 def _ratios(engines: dict[str, Any], level: int) -> dict[str, float]:
     lite, pg = engines["SQLite"]["levels"][str(level)], engines["PostgreSQL"]["levels"][str(level)]
 
@@ -258,6 +287,30 @@ def _ratios(engines: dict[str, Any], level: int) -> dict[str, float]:
         "p50": ratio(pg["p50_ms"], lite["p50_ms"]),
         "p99": ratio(pg["p99_ms"], lite["p99_ms"]),
     }
+
+
+async def _counters(connection: HttpConnection) -> tuple[float, float]:
+    """(transactions, COMMITs) since the server started, from its /metrics (both engines)."""
+    reply = await connection.request("GET", "/metrics")
+    found = dict.fromkeys(
+        ("understudy_sqlite_transactions_total", "understudy_sqlite_commits_total"), 0.0
+    )
+    for line in reply.body.decode().splitlines():
+        name, _, value = line.partition(" ")
+        if name in found:
+            found[name] = float(value)
+    return found["understudy_sqlite_transactions_total"], found["understudy_sqlite_commits_total"]
+
+
+def _wal(url: str) -> tuple[float, float]:
+    """The cluster's WAL flushes and their milliseconds so far (``pg_stat_wal``). Backends report
+    at most once a second, so a phase's delta may miss its last second."""
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT wal_sync, wal_sync_time FROM pg_stat_wal").fetchone()
+    assert row is not None  # noqa: S101 - one row, always
+    return float(row[0]), float(row[1])
 
 
 def _settings(url: str) -> dict[str, Any]:
@@ -356,6 +409,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "server p99 ms",
             "rest p50 ms",
             "server CPU ms/write",
+            "commits/write",
+            "WAL fsyncs/write",
+            "WAL fsync ms/write",
             "x SQLite writes/s",
             "x SQLite p50",
             "x SQLite p99",
@@ -377,12 +433,15 @@ def tables(result: dict[str, Any]) -> list[Table]:
                     fmt(row["server_p99_ms"]),
                     fmt(row["p50_ms"] - row["server_p50_ms"]),
                     fmt(row["server_cpu_ms_per_write"]),
+                    fmt(row["commits_per_write"]),
+                    fmt(row["wal_syncs_per_write"]) if name != "SQLite" else "",
+                    fmt(row["wal_sync_ms_per_write"]) if name != "SQLite" else "",
                     fmt(ratios["writes_per_s"]) if ratios else "1.00",
                     fmt(ratios["p50"]) if ratios else "1.00",
                     fmt(ratios["p99"]) if ratios else "1.00",
                 ]
             )
-        table.rows.append([THREE_NODES, str(level), THREE_NODES_NOTE] + [""] * 10)
+        table.rows.append([THREE_NODES, str(level), THREE_NODES_NOTE] + [""] * 13)
     settings = result["postgresql"]
     fs = settings["data_dir_filesystem"]
     table.notes.append(
