@@ -42,8 +42,9 @@ _CREDENTIAL = re.compile(r"(udc_\S+)")
 
 def runbook_nginx_block() -> str:
     """The one fenced `nginx` block of the runbook."""
-    [block] = re.findall(r"```nginx\n(.*?)```", RUNBOOK.read_text(), flags=re.DOTALL)
-    return block
+    blocks: list[str] = re.findall(r"```nginx\n(.*?)```", RUNBOOK.read_text(), flags=re.DOTALL)
+    assert len(blocks) == 1, "the runbook has exactly one nginx block"
+    return blocks[0]
 
 
 def _pointed_at(block: str, upstream: str, port: int) -> str:
