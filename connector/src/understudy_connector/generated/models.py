@@ -1922,7 +1922,7 @@ class NotReadyProblem(Problem):
         extra="forbid",
     )
     status: Annotated[Literal[503], Field(ge=400, le=599)]
-    code: Annotated[Literal["not_ready"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+    code: Literal["not_ready", "database_unavailable", "schema_not_current"]
 
 
 class CommandConflictProblem(Problem):

@@ -486,7 +486,7 @@ export type NoDeviceProblem = Problem & {
  */
 export type NotReadyProblem = Problem & {
   status?: 503;
-  code?: "not_ready";
+  code?: "not_ready" | "database_unavailable" | "schema_not_current";
 };
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
