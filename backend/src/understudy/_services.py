@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from understudy import _store
+from understudy._claim import ClaimWatch
 from understudy._lock import unlock_data_dir
 from understudy._metrics import Metrics
 from understudy._ports import ActorBase
@@ -22,6 +23,8 @@ from understudy._store import commands, credentials
 from understudy._store import sessions as session_store
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from understudy._clock import Clock
     from understudy._config import Settings
     from understudy._security import Keys
@@ -44,16 +47,24 @@ class Services:
     session_agents: dict[str, SessionAgent] = field(default_factory=dict)
     ready: bool = False
     data_dir_lock: int | None = None  # the descriptor holding the one-writer lock
+    # Ends the server when this process must stop serving (`understudy serve` sets it).
+    stop_serving: Callable[[], None] = field(default=lambda: None)
 
     def __post_init__(self) -> None:
         self.limiter = ApproximateLimiter(
             self.settings.quota.requests_per_credential_per_min, 60.0, self.clock.now
         )
         self.revocations = RevocationWatch(self)
+        self.claim = ClaimWatch(self.db.storage, self._claim_lost)
         self.metrics = Metrics(self.db)
         self.telemetry.observe(self.metrics.observe_event)
         self._base = ActorBase(self.db, self.clock, self.telemetry, self.metrics.timer_failed)
         self._sessions = _SessionAgents(self)
+
+    def _claim_lost(self, reason: str) -> None:
+        """Another service took the database: answer nothing more and stop (`stop_serving`)."""
+        self.ready = False
+        self.stop_serving()
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
@@ -109,10 +120,12 @@ class Services:
         # Close requests written while no service ran (`understudy sessions close`).
         await self.revocations.apply_close_requests()
         self.revocations.start()
+        self.claim.start()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        await self.claim.stop()
         await self.revocations.stop()
         for coordinator in self.coordinators.values():
             coordinator.disarm()

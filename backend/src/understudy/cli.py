@@ -647,10 +647,18 @@ def _run(services: Services, listener: socket.socket) -> int:
                 )
 
     server = Server(server_config(create_app(services), services))
+
+    def stop_serving() -> None:
+        server.should_exit = True
+
+    services.stop_serving = stop_serving
     try:
         server.run(sockets=[listener])
     finally:
         listener.close()
+    if services.claim.lost is not None:
+        print(f"understudy: stopped: {services.claim.lost}", file=sys.stderr, flush=True)
+        return 1
     return 0 if server.started else 1
 
 

@@ -217,6 +217,40 @@ def test_one_service_per_database_until_it_closes(opened: list[PostgresStorage],
     second.claim_service()
 
 
+def _end_claim_connection(storage: PostgresStorage) -> None:
+    """What a PostgreSQL restart does to the service lock: its connection (and the lock) end."""
+    holder = storage.service_holder()
+    assert holder is not None
+    pid = int(holder.rsplit(" ", 1)[1])
+    with psycopg.connect(storage._url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    assert storage.service_holder() is None
+
+
+def test_a_lost_service_lock_is_taken_again_before_another_service_can(
+    opened: list[PostgresStorage], url: str
+) -> None:
+    first, second = open_storage(opened, url), open_storage(opened, url)
+    first.claim_service()
+    first.keep_claim()  # held: nothing to do
+    _end_claim_connection(first)
+    first.keep_claim()
+    assert first.service_holder() is not None
+    with pytest.raises(StorageInUseError):
+        second.claim_service()
+
+
+def test_a_service_whose_lock_another_took_meanwhile_is_told_to_stop(
+    opened: list[PostgresStorage], url: str
+) -> None:
+    first, second = open_storage(opened, url), open_storage(opened, url)
+    first.claim_service()
+    _end_claim_connection(first)
+    second.claim_service()  # the gap a restart leaves
+    with pytest.raises(StorageInUseError, match="another Understudy service is using"):
+        first.keep_claim()
+
+
 def test_installations_in_two_schemas_of_one_database_do_not_block_each_other(
     pg_cluster: PgCluster, opened: list[PostgresStorage], url: str
 ) -> None:

@@ -23,6 +23,7 @@ transaction is rolled back when the error leaves the block.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from contextlib import contextmanager, suppress
@@ -60,7 +61,9 @@ Connection = psycopg.Connection[dict[str, Any]]
 # in two schemas of one database do not block each other.
 _MIGRATION_LOCK: Final = 0x5573_0001
 _SERVICE_LOCK: Final = 0x5573_0002
+log = logging.getLogger(__name__)
 _KEY: Final = "%s, hashtext(current_schema())"
+CLAIM_CONNECT_S: Final = 2  # seconds to reach PostgreSQL for the service lock (it runs on the loop)
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
 # A statement waits at most this long for a row lock another process holds: the wait blocks the
@@ -194,6 +197,7 @@ class PostgresStorage:
         self._url = url
         self.where = redacted(url)
         self._claim: psycopg.Connection[Any] | None = None  # see claim_service()
+        self._claimed = False  # claim_service() succeeded once: keep_claim() keeps it
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -319,7 +323,7 @@ class PostgresStorage:
         """
         if self._claim is not None:
             return
-        conn = psycopg.connect(self._url, autocommit=True)
+        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CLAIM_CONNECT_S)
         row = conn.execute(f"SELECT pg_try_advisory_lock({_KEY})", (_SERVICE_LOCK,)).fetchone()
         if row is None or not row[0]:
             conn.close()
@@ -328,6 +332,35 @@ class PostgresStorage:
                 "one service per database: stop the other one first"
             )
         self._claim = conn
+        self._claimed = True
+
+    def keep_claim(self) -> None:
+        """Check the service lock is still held, and take it again if its connection was lost.
+
+        A restart of PostgreSQL ends the lock's connection and with it the lock: from then on
+        a second service could start on the database. The service calls this once a second.
+        While PostgreSQL is unreachable it returns (readiness reports the database); once it is
+        back, the lock is taken again before anyone else can, or this service must stop.
+
+        Raises:
+            StorageInUseError: another service took the database while the lock was lost.
+        """
+        if not self._claimed:
+            return
+        if self._claim is not None:
+            try:
+                self._claim.execute("SELECT 1")
+                return
+            except psycopg.Error:
+                with suppress(psycopg.Error):
+                    self._claim.close()
+                self._claim = None
+                log.warning("the connection holding the PostgreSQL service lock was lost")
+        try:
+            self.claim_service()
+        except psycopg.OperationalError:
+            return  # still unreachable: the next check tries again
+        log.warning("the PostgreSQL service lock is held again")
 
     def service_holder(self) -> str | None:
         """Who holds the service lock (`PostgreSQL client 10.0.0.5, backend pid N`), or None."""
@@ -341,6 +374,7 @@ class PostgresStorage:
 
     def close(self) -> None:
         self._pool.close()
+        self._claimed = False
         if self._claim is not None:
             claim, self._claim = self._claim, None
             # Released before close() returns: the server ends a closed session a moment later,

@@ -120,6 +120,15 @@ class SqlStorage(Storage, Protocol):
         """
         ...
 
+    def keep_claim(self) -> None:
+        """Check, once a second, that this process is still the database's one service, and
+        take the claim again if the database lost it (PostgreSQL after a restart).
+
+        Raises:
+            StorageInUseError: another service took the database meanwhile; this one must stop.
+        """
+        ...
+
     def close(self) -> None: ...
 
 
@@ -167,6 +176,9 @@ class SqliteStorage:
 
     def service_holder(self) -> str | None:
         return None  # the data directory's lock file names the holder
+
+    def keep_claim(self) -> None:
+        """The data directory's lock lasts as long as the process."""
 
     def close(self) -> None:
         self.db.close()

@@ -1,0 +1,60 @@
+"""Keeping this process the database's one service while it runs.
+
+Actors keep their turns one at a time in memory, so two services on one database would break the
+at-most-once promise. At start-up the storage claims the database (`Storage.claim_service`); on
+PostgreSQL that claim is an advisory lock on a connection of its own, and a restart of PostgreSQL
+ends it. `ClaimWatch` checks the claim once a second and takes it again when it was lost; if
+another service took the database meanwhile, this one stops serving (`on_lost`) and the CLI exits
+with code 1 — the second service then runs alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+from understudy._store._errors import StorageInUseError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from understudy._store._storage import SqlStorage
+
+CHECK_INTERVAL_S: Final = 1.0
+log = logging.getLogger(__name__)
+
+
+class ClaimWatch:
+    """Checks the storage's service claim once a second (see the module docstring)."""
+
+    def __init__(self, storage: SqlStorage, on_lost: Callable[[str], None]) -> None:
+        self._storage = storage
+        self._on_lost = on_lost
+        self._task: asyncio.Task[None] | None = None
+        self.lost: str | None = None  # why the claim went to another service, once it did
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            try:
+                # In a thread: reaching an unreachable server must not hold the event loop.
+                await asyncio.to_thread(self._storage.keep_claim)
+            except StorageInUseError as exc:
+                self.lost = str(exc)
+                log.critical("the database's service claim was lost: %s; stopping", exc)
+                self._on_lost(self.lost)
+                return
+            except Exception:  # a failed check must not end the watch; the next one retries
+                log.exception("the service claim check failed")
