@@ -4,8 +4,9 @@
 in transactions; `Database.storage` is the SQLite engine. The SQL is portable to PostgreSQL
 (named parameters rendered by a `Dialect`, `INSERT … ON CONFLICT`, `RETURNING`, no `rowid`, no
 scalar `MIN(a, b)`), so a second engine brings an executor and a dialect and must pass the
-contract suite in `tests/backend/storage/`. The module functions (`sessions.get(db, …)`) are the
-first API and delegate to the repositories.
+contract suite in `tests/backend/storage/`. Callers reach rows only through the repositories
+(`db.storage.repos.sessions.get(…)`, an actor's `ActorBase.repos`); no module here offers a
+function over the connection or an update by column dictionary.
 """
 
 from understudy._store import (

@@ -31,7 +31,6 @@ class SqlRepositories:
     """Every repository over one `Database` (SQLite has one connection, so one set serves all)."""
 
     def __init__(self, db: Database) -> None:
-        self._db = db
         self._sql = db.sql
 
     @cached_property
@@ -48,7 +47,7 @@ class SqlRepositories:
 
     @cached_property
     def commands(self) -> SqlCommands:
-        return SqlCommands(self._sql, self._db)
+        return SqlCommands(self._sql)
 
     @cached_property
     def tickets(self) -> SqlTickets:

@@ -22,7 +22,6 @@ from litestar.params import SkipValidation
 from understudy import _security
 from understudy._problems import ProblemError
 from understudy._services import Services
-from understudy._store import credentials, operators
 from understudy._store.credentials import Device
 
 if TYPE_CHECKING:
@@ -91,7 +90,7 @@ def consumer_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
         services.telemetry.emit("auth.refused", kind="consumer", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    key = credentials.api_key_by_digest(services.db, digest)
+    key = services.repos.api_keys.by_digest(digest)
     if key is None or key.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="consumer", reason="unknown_or_revoked")
         raise _unauthorized()
@@ -108,7 +107,7 @@ def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHan
         services.telemetry.emit("auth.refused", kind="device", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    device = credentials.device_by_digest(services.db, digest)
+    device = services.repos.devices.by_digest(digest)
     if device is None or device.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="device", reason="unknown_or_revoked")
         raise _unauthorized()
@@ -127,7 +126,7 @@ def operator_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
     """
     services = services_of(connection)
     token = _bearer(connection)
-    if not operators.any_active(services.db):
+    if not services.repos.operators.any_active():
         services.telemetry.emit("auth.refused", kind="operator", reason="operator_api_disabled")
         raise ProblemError(
             403,
@@ -140,7 +139,7 @@ def operator_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
         services.telemetry.emit("auth.refused", kind="operator", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    found = operators.token_by_digest(services.db, digest)
+    found = services.repos.operators.token_by_digest(digest)
     if found is None or found.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="operator", reason="unknown_or_revoked")
         raise _unauthorized()

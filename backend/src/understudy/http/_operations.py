@@ -11,7 +11,6 @@ from understudy._metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from understudy._problems import ProblemError
 from understudy._reference import PAGES as REFERENCE_PAGES
 from understudy._reference import page as page_bytes
-from understudy._store._migrations import current_version
 from understudy.generated import models as m
 from understudy.http._auth import ServicesDep
 from understudy.http._responses import json_response
@@ -26,7 +25,9 @@ async def healthz() -> Response[Any]:
 async def readyz(services: ServicesDep) -> Response[Any]:
     if not services.ready:
         raise ProblemError(503, "not_ready", "starting up or shutting down")
-    return json_response(m.Health(status="ok", schema_version=current_version(services.db)), 200)
+    return json_response(
+        m.Health(status="ok", schema_version=services.storage.schema_version()), 200
+    )
 
 
 @get("/metrics")
