@@ -5,7 +5,10 @@ connection that never sends a byte, or one that trickles its request head a byte
 holds a socket and a protocol object for as long as its peer likes. `GuardedH11Protocol` gives
 every request head a deadline, from the connection's start (or the end of the previous response)
 to the head's last byte. A silent connection is closed; a partial head gets `408 request_timeout`
-(problem+json) first. Both leave a content-free `connection.closed` event. Bodies are bounded by
+(problem+json) first, then a lingering close: the write side is shut (FIN after the answer) and
+what the peer still sends is read and dropped until it closes, or `LINGER_S` passes. Closing at
+once with bytes unread would make the kernel reset the connection and discard the 408 before the
+peer reads it. Both leave a content-free `connection.closed` event. Bodies are bounded by
 size in the app; socket frames by `ws_max_size` and by the socket handlers in `app.py`.
 """
 
@@ -51,6 +54,7 @@ def _timeout_response() -> bytes:
 
 
 _TIMEOUT_RESPONSE = _timeout_response()
+LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket is dropped
 
 
 class GuardedH11Protocol(H11Protocol):
@@ -65,6 +69,8 @@ class GuardedH11Protocol(H11Protocol):
 
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = False  # whether any byte of the awaited head arrived
+    _lingering = False  # the answer is sent; what still arrives is dropped
+    _linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -72,9 +78,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         if self._head_timer is not None and data:
             self._head_bytes = True
         super().data_received(data)
@@ -105,9 +115,15 @@ class GuardedH11Protocol(H11Protocol):
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a response is still being written; its completion re-arms the timer
         reason = "slow_headers" if self._head_bytes else "idle"
-        if self._head_bytes:
+        if self._head_bytes and self.transport.can_write_eof():
+            self._lingering = True
             self.transport.write(_TIMEOUT_RESPONSE)
-        self.transport.close()
+            self.transport.write_eof()
+            self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
+        else:
+            if self._head_bytes:
+                self.transport.write(_TIMEOUT_RESPONSE)
+            self.transport.close()
         self.on_close[0](reason)
 
 

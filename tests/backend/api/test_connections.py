@@ -19,6 +19,7 @@ from bench._http import HttpConnection
 from bench.connection_limits import SlowClients, healthz_latencies
 from tests.backend.conftest import Backend, idem, start_backend, stop_backend, unattended
 from tests.support.simdevice import Behaviour
+from understudy import _server
 from understudy._config import MAX_FRAME_BYTES, MAX_SCREENSHOT_CHARS, ConnectionLimits
 from understudy._server import server_config
 from understudy.generated import models as m
@@ -100,6 +101,59 @@ async def test_headers_trickled_a_byte_at_a_time_get_408_and_a_close(limited: Ba
     assert b"content-type: application/problem+json" in headers
     assert json.loads(body)["code"] == "request_timeout"
     assert _closed(limited) == [("http", "slow_headers")]
+
+
+async def _read_while_sending(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, every_s: float
+) -> bytes:
+    """Everything the server sends while the peer keeps writing a byte every `every_s`."""
+
+    async def keep_sending() -> None:
+        with contextlib.suppress(ConnectionError):
+            while True:
+                writer.write(b"a")
+                await writer.drain()
+                await asyncio.sleep(every_s)
+
+    sending = asyncio.create_task(keep_sending())
+    try:
+        return await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        sending.cancel()
+        writer.close()
+
+
+async def test_the_408_survives_a_peer_that_keeps_sending(limited: Backend) -> None:
+    # Bytes still arriving when the deadline fires must not turn the answer into a reset: the
+    # server shuts its write side after the 408 and drops what follows (a lingering close).
+    for _ in range(5):
+        reader, writer = await _raw(limited)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        answer = await _read_while_sending(reader, writer, every_s=0.0005)
+        assert answer.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+        assert json.loads(answer.partition(b"\r\n\r\n")[2])["code"] == "request_timeout"
+    assert _closed(limited) == [("http", "slow_headers")] * 5
+
+
+async def test_a_peer_that_never_stops_sending_is_dropped_after_the_linger(
+    limited: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_server, "LINGER_S", 0.3)
+    reader, writer = await _raw(limited)
+    writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+    await reader.readuntil(b"}")  # the whole 408 (its body is one JSON object)
+    started = time.monotonic()
+
+    async def keep_sending() -> None:
+        while True:
+            writer.write(b"a")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+
+    with pytest.raises(ConnectionError):
+        await asyncio.wait_for(keep_sending(), PATIENCE_S)
+    writer.close()
+    assert time.monotonic() - started >= 0.3 * 0.9
 
 
 async def test_a_slow_response_is_not_cut_by_the_head_deadline(limited: Backend) -> None:
