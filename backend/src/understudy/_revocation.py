@@ -84,19 +84,21 @@ class RevocationWatch:
 
     async def apply_close_requests(self) -> None:
         """Close every session an operator asked to close, through the coordinator's close."""
-        db = self.s.db
-        repos = db.storage.repos
-        for session_id in repos.close_requests.pending():
-            row = repos.sessions.get(session_id)
+        storage = self.s.db.storage
+        with storage.read() as repos:
+            pending = repos.close_requests.pending()
+        for session_id in pending:
+            with storage.read() as repos:
+                row = repos.sessions.get(session_id)
             outcome = "not_found"
             if row is not None:
                 try:
                     outcome = (await self.s.coordinator(row.tenant).delete(session_id)).status
                 except ProblemError as exc:  # e.g. gone between the lookup and the turn
                     outcome = exc.code
-            with db.transaction():
-                repos.close_requests.done(session_id, outcome, self.s.clock.now())
-        await db.durable()
+            with storage.transaction() as tx:
+                tx.close_requests.done(session_id, outcome, self.s.clock.now())
+        await storage.durable()
 
     async def sweep(self) -> None:
         """Close the sockets of revoked devices and end the waits of revoked keys now.
