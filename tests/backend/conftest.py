@@ -1,11 +1,16 @@
 """A running backend for tests: uvicorn on 127.0.0.1, SQLite in a temp dir, a manual clock.
 
-Tests talk to it over real HTTP and real WebSockets, like the extension and consumers do.
+Tests talk to it over real HTTP and real WebSockets, like the extension and consumers do. With
+`UNDERSTUDY_TEST_ENGINE=postgresql` the `backend` fixture keeps its data in a fresh database on
+the session's throwaway PostgreSQL cluster instead, so any API test module can be run on that
+engine (`UNDERSTUDY_TEST_ENGINE=postgresql pytest tests/backend/api/test_sessions.py`); tests that
+use `pg_backend` always run on PostgreSQL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import time
 import uuid
@@ -16,6 +21,7 @@ import httpx
 import pytest
 import uvicorn
 
+from tests.support import pgcluster
 from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy import _security
 from understudy._bootstrap import build_services
@@ -26,7 +32,7 @@ from understudy.generated import models as m
 from understudy.http import create_app
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable, Iterable
+    from collections.abc import AsyncIterator, Callable, Iterable, Iterator
     from pathlib import Path
 
     from understudy._services import Services
@@ -182,9 +188,36 @@ async def stop_backend(backend: Backend) -> None:
     await backend.task
 
 
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[pgcluster.PgCluster]:
+    """A throwaway PostgreSQL cluster for the run (skipped without the binaries, outside CI)."""
+    yield from pgcluster.session_cluster()
+
+
 @pytest.fixture
-async def backend(tmp_path: Path) -> AsyncIterator[Backend]:
-    running = await start_backend(tmp_path)
+def postgresql_url(pg_cluster: pgcluster.PgCluster) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (a schema of its own) for one test."""
+    name = f"backend_{uuid.uuid4().hex[:12]}"
+    yield pg_cluster.create_schema(name)
+    pg_cluster.drop_schema(name)
+
+
+@pytest.fixture
+async def backend(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    overrides: dict[str, Any] = {}
+    if os.environ.get("UNDERSTUDY_TEST_ENGINE") == "postgresql":
+        overrides["database_url"] = request.getfixturevalue("postgresql_url")
+    running = await start_backend(tmp_path, **overrides)
+    try:
+        yield running
+    finally:
+        await stop_backend(running)
+
+
+@pytest.fixture
+async def pg_backend(tmp_path: Path, postgresql_url: str) -> AsyncIterator[Backend]:
+    """A backend on PostgreSQL, whatever `UNDERSTUDY_TEST_ENGINE` says."""
+    running = await start_backend(tmp_path, database_url=postgresql_url)
     try:
         yield running
     finally:

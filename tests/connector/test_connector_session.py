@@ -20,6 +20,7 @@ from understudy_connector import (
     SessionClosedError,
     SessionState,
     SessionTerminal,
+    UnderstudyError,
     UsageError,
 )
 from understudy_connector.generated import models
@@ -389,3 +390,93 @@ async def test_a_cancelled_async_session_is_still_deleted(clock: FakeClock) -> N
                 await anyio.sleep_forever()
     assert scope.cancelled_caught
     assert backend.calls == [CREATE, DELETE]
+
+
+def _key(backend: ScriptedBackend, index: int) -> str | None:
+    key: str | None = backend.requests[index].headers.get("idempotency-key")
+    return key
+
+
+async def test_an_open_cancelled_before_the_create_is_answered_deletes_what_it_made(
+    clock: FakeClock,
+) -> None:
+    # The backend may have created the session while its answer was on the way: the create is
+    # repeated once with the same key, which names that session, and the session is deleted.
+    backend = ScriptedBackend([session(201), session(201), tombstone(200)])
+    first = anyio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        reply = backend(request)
+        if len(backend.requests) == 1:
+            first.set()
+            await anyio.sleep_forever()  # the answer never arrives
+        return reply
+
+    client = AsyncClient(
+        BASE_URL, API_KEY, transport=httpx.MockTransport(answer), sleep=clock.async_sleep
+    )
+    async with client, anyio.create_task_group() as group:
+        opening = client.session(**UNATTENDED)
+        group.start_soon(opening.open)
+        await first.wait()
+        group.cancel_scope.cancel()
+    assert backend.calls == [CREATE, CREATE, DELETE]
+    assert _key(backend, 0) is not None
+    assert _key(backend, 1) == _key(backend, 0)
+    assert backend.requests[1].body == backend.requests[0].body
+
+
+async def test_an_open_cancelled_while_provisioning_deletes_the_session_it_was_told_of(
+    clock: FakeClock,
+) -> None:
+    read = ("GET", f"/v1/sessions/{SESSION_ID}")
+    backend = ScriptedBackend(
+        [
+            session(202, status="provisioning", retry_after=1, location=True),
+            session(200),
+            tombstone(200),
+        ]
+    )
+    polled = anyio.Event()
+
+    async def answer(request: httpx.Request) -> httpx.Response:
+        reply = backend(request)
+        if request.method == "GET":
+            polled.set()
+            await anyio.sleep_forever()
+        return reply
+
+    client = AsyncClient(
+        BASE_URL, API_KEY, transport=httpx.MockTransport(answer), sleep=clock.async_sleep
+    )
+    async with client, anyio.create_task_group() as group:
+        group.start_soon(client.session(**UNATTENDED).open)
+        await polled.wait()
+        group.cancel_scope.cancel()
+    assert backend.calls == [CREATE, read, DELETE]  # no second create: the id was known
+
+
+def test_an_open_cut_off_by_the_network_deletes_what_the_backend_may_hold(
+    make_client: MakeClient,
+) -> None:
+    client, backend = make_client(
+        network_error, session(201), tombstone(200), retry=RetryConfig(network_attempts=0)
+    )
+    with pytest.raises(BackendUnreachable), client.session(**UNATTENDED):
+        pytest.fail("the block must not run")
+    assert backend.calls == [CREATE, CREATE, DELETE]
+    assert _key(backend, 1) == _key(backend, 0)
+
+
+def test_a_refused_create_leaves_nothing_to_delete(make_client: MakeClient) -> None:
+    client, backend = make_client(problem(409, "origin_conflict", with_command_id=False))
+    with pytest.raises(UnderstudyError), client.session(**UNATTENDED):
+        pytest.fail("the block must not run")
+    assert backend.calls == [CREATE]
+
+
+def test_an_attended_create_cut_off_is_not_repeated(make_client: MakeClient) -> None:
+    client, backend = make_client(network_error, retry=RetryConfig(network_attempts=0))
+    with pytest.raises(BackendUnreachable), client.session("attended"):
+        pytest.fail("the block must not run")
+    assert backend.calls == [CREATE]

@@ -1,4 +1,8 @@
-"""Build the services of one process from `Settings`: data directory, SQLite, keys, telemetry."""
+"""Build the services of one process from `Settings`: data directory, database, keys, telemetry.
+
+The database is the SQLite file `understudy.db` in the data directory, or the PostgreSQL
+database named by `UNDERSTUDY_DATABASE_URL` when it is set; this is the one place that chooses.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ from understudy._store import Database, check_supported
 from understudy._telemetry import Telemetry, install_server_log_filter
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from understudy._clock import Clock
     from understudy._config import Settings
 
@@ -21,6 +27,16 @@ DB_FILE = "understudy.db"
 
 
 def open_database(settings: Settings) -> Database:
+    """The configured database, opened (not migrated).
+
+    Raises:
+        StorageUnavailableError: PostgreSQL cannot be reached.
+        OSError, sqlite3.Error: the SQLite file cannot be created or opened.
+    """
+    if settings.database_url is not None:
+        from understudy._store._postgres import PostgresDatabase
+
+        return PostgresDatabase(settings.database_url)
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = settings.data_dir / DB_FILE
     db = Database(
@@ -32,11 +48,24 @@ def open_database(settings: Settings) -> Database:
     return db
 
 
+def missing_database(settings: Settings) -> Path | None:
+    """The SQLite file a management command needs when it does not exist yet, else None.
+
+    A PostgreSQL database is created by its operator, so it is never "missing" here.
+    """
+    if settings.database_url is not None:
+        return None
+    path = settings.data_dir / DB_FILE
+    return None if path.is_file() else path
+
+
 def build_services(settings: Settings, clock: Clock | None = None) -> Services:
     """The services of one serving process; they hold the data directory's lock until stopped.
 
     Raises:
         DataDirInUseError: another service holds the data directory.
+        StorageInUseError: another service holds the PostgreSQL database.
+        StorageUnavailableError: PostgreSQL cannot be reached.
         SchemaTooNewError: the database was migrated by a newer binary.
         ConfigError: the master key file is unusable.
     """
@@ -47,6 +76,7 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
         try:
             # Refuse a newer database before serving anything (start-up would only fail later).
             check_supported(db)
+            db.storage.claim_service()
             keys = Keys.from_master(ensure_master_key(settings))
         except BaseException:
             db.close()

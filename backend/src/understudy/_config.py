@@ -144,6 +144,8 @@ class Settings:
     master_key: bytes | None = field(default=None, repr=False)
     sqlite_synchronous: Literal["FULL", "NORMAL"] = "FULL"
     sqlite_group_commit: bool = True
+    # PostgreSQL instead of the SQLite file in data_dir; may hold a password, so not in repr.
+    database_url: str | None = field(default=None, repr=False)
     allowed_socket_origins: frozenset[str] = (
         frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
     )
@@ -318,6 +320,25 @@ def _synchronous(value: object, name: str) -> Literal["FULL", "NORMAL"]:
     raise ConfigError(f"{name}: give FULL (survives power loss, the default) or NORMAL")
 
 
+def _database_url(value: object, name: str) -> str:
+    # Never echo the value: it may carry a password.
+    example = (
+        "give a PostgreSQL URL like postgresql://understudy@db.example:5432/understudy, or leave "
+        "it unset to use SQLite in the data directory"
+    )
+    url = _text(value, name)
+    try:
+        parts = urlsplit(url)
+        valid = parts.scheme in ("postgresql", "postgres") and parts.port != 0
+    except ValueError:  # a bad port or IPv6 literal
+        valid = False
+    if not valid or any(char.isspace() for char in url):
+        raise ConfigError(f"{name}: {example}")
+    if not parts.path.strip("/"):
+        raise ConfigError(f"{name}: name the database in the URL's path; {example}")
+    return url
+
+
 def _log_format(value: object, name: str) -> Literal["text", "json"]:
     mode = _text(value, name).lower()
     if mode == "text":
@@ -424,6 +445,9 @@ class _Layers(BaseSettings):
     )
     sqlite_group_commit: Annotated[Any, _Parse(_switch)] = Field(
         None, validation_alias="UNDERSTUDY_SQLITE_GROUP_COMMIT"
+    )
+    database_url: Annotated[Any, _Parse(_database_url)] = Field(
+        None, validation_alias="UNDERSTUDY_DATABASE_URL"
     )
     allowed_socket_origins: Annotated[Any, _Parse(_socket_origins)] = Field(
         None, validation_alias="UNDERSTUDY_ALLOWED_SOCKET_ORIGINS"

@@ -1,12 +1,13 @@
 """Revocations made by another process take effect in the running service within seconds.
 
-`understudy keys revoke` and `understudy devices revoke` write the same SQLite file from another
+`understudy keys revoke` and `understudy devices revoke` write the same database from another
 process. Each new request re-reads its credential, but an open socket or a request already
 waiting would otherwise carry on with the authority it had: writes ran on a revoked device's
-socket for a minute. `RevocationWatch` asks SQLite once a second whether another connection has
-committed anything (`PRAGMA data_version`, which reads only the WAL index, no table); only then
-does it look up the credentials the process is holding open: the device and session sockets,
-and the keys of requests still waiting. A revoked device's sockets close with 4410; a revoked
+socket for a minute. `RevocationWatch` asks the storage once a second whether another process may
+have committed one (`change_marker()`: SQLite's `PRAGMA data_version`, which reads only the WAL
+index; on PostgreSQL a count over the revocation columns); only then does it look up the
+credentials the process is holding open: the device and session sockets, and the keys of
+requests still waiting. A revoked device's sockets close with 4410; a revoked
 key's waits end with 401.
 
 The same check applies the operator's close requests (`understudy sessions close`, rows in
@@ -37,7 +38,7 @@ class RevocationWatch:
     def __init__(self, services: Services) -> None:
         self.s = services
         self._waits: dict[str, set[asyncio.Event]] = {}  # key digest -> events of its waits
-        self._version: int | None = None
+        self._version: object = None
         self._task: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
@@ -55,7 +56,7 @@ class RevocationWatch:
                     del self._waits[digest]
 
     def start(self) -> None:
-        self._version = self.s.db.data_version()
+        self._version = self.s.db.storage.change_marker()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
@@ -75,7 +76,7 @@ class RevocationWatch:
 
     async def check(self) -> None:
         """Apply revocations committed by other connections since the last check."""
-        version = self.s.db.data_version()
+        version = self.s.db.storage.change_marker()
         if version == self._version:
             return
         self._version = version
@@ -103,8 +104,8 @@ class RevocationWatch:
     async def sweep(self) -> None:
         """Close the sockets of revoked devices and end the waits of revoked keys now.
 
-        The operator API calls it right after revoking in this process (data_version only
-        moves for other connections' commits).
+        The operator API calls it right after revoking in this process (the change marker
+        may not move for this process's own commits).
         """
         repos = self.s.db.storage.repos
         revoked: dict[tuple[str, str], bool] = {}  # (tenant, device) -> revoked, looked up once

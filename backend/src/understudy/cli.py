@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from understudy import _operator, _security
-from understudy._bootstrap import DB_FILE, open_database
+from understudy._bootstrap import missing_database, open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
 from understudy._lock import LOCK_FILE, data_dir_in_use
 from understudy._security import Keys
-from understudy._store import SchemaTooNewError, vault
+from understudy._store import SchemaTooNewError, StorageError, vault
 
 if TYPE_CHECKING:
     import socket
@@ -271,14 +271,16 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host, args.port)
     if args.command == "telemetry":
         return _pseudonym(settings, args)
-    path = settings.data_dir / DB_FILE
-    if args.command != "migrate" and not path.is_file():
+    path = missing_database(settings)
+    if args.command != "migrate" and path is not None:
         return _fail(
             f"no database at {path}; point --data-dir (or UNDERSTUDY_DATA_DIR) at the service's "
             "data directory, or create one with `understudy migrate`"
         )
     try:
         db = open_database(settings)
+    except StorageError as exc:
+        return _fail(str(exc))
     except (OSError, sqlite3.Error) as exc:
         return _fail(_unusable(settings.data_dir, exc))
     try:
@@ -317,7 +319,7 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
         view = _operator.status(
             repos,
             now,
-            service=_service_holder(settings.data_dir),
+            service=_service_holder(db, settings.data_dir),
             schema_version=storage.schema_version(),
         )
         _print_json(view) if as_json else print(_operator.render_status(view))
@@ -426,8 +428,15 @@ def _print_rows(rows: list[dict[str, str]]) -> None:
         print("\t".join(row.values()))
 
 
-def _service_holder(data_dir: Path) -> str | None:
-    """Who holds the one-writer lock (`pid N on host H`), or None when no service runs."""
+def _service_holder(db: Database, data_dir: Path) -> str | None:
+    """Who holds the one-writer lock (`pid N on host H`), or None when no service runs.
+
+    On PostgreSQL the service may run from another data directory (or host): the database's
+    own service lock answers first.
+    """
+    holder = db.storage.service_holder()
+    if holder is not None:
+        return holder
     if not data_dir_in_use(data_dir):
         return None
     try:
@@ -468,8 +477,8 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
 
     The CLI never edits the session row itself: the service owns it, with its timers, its
     sockets and the device's capacity. A close request row is the durable message between the
-    two processes: the service's once-a-second check of SQLite's data_version picks it up (or its
-    next start-up does) and closes through the same turn as `DELETE /v1/sessions/{id}`.
+    two processes: the service's once-a-second check of the storage's change marker picks it up
+    (or its next start-up does) and closes through the same turn as `DELETE /v1/sessions/{id}`.
     """
     storage = db.storage
     if _operator.is_finished(storage.repos.sessions.require(session_id)):
@@ -477,7 +486,7 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
         return 0
     with storage.transaction() as tx:
         tx.close_requests.request(session_id, time.time())
-    if _service_holder(data_dir) is None:
+    if _service_holder(db, data_dir) is None:
         print(
             f"close requested for session {session_id}; no service is running on {data_dir}, "
             "so it closes when the service next starts"
@@ -564,7 +573,7 @@ def _serve(settings: Settings, host: str | None, port: int | None) -> int:
         settings = replace(settings, public_url="")
     try:
         services = build_services(settings)
-    except (ConfigError, SchemaTooNewError, DataDirInUseError) as exc:
+    except (ConfigError, SchemaTooNewError, DataDirInUseError, StorageError) as exc:
         return _fail(str(exc))
     except (OSError, sqlite3.Error) as exc:
         return _fail(_unusable(settings.data_dir, exc))

@@ -321,10 +321,16 @@ class TenantCoordinator:
         state = SessionState(row.status)
         device_id = row.device_id or ""
         new_epoch = str(hello.browser_epoch)
+        held = {str(lease.lease_id) for lease in hello.leases}
+        if state == SessionState.CLOSING and epoch_changed and row.lease_id not in held:
+            # A new browser holds nothing of the one the session was closing in (its tab went
+            # with it): the close is done now, not at a close_ack race away, so a session made
+            # right after this hello does not meet the old one's capacity and origins.
+            self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
+            return
         if state == SessionState.CLOSING or state.terminal:
             out.send(device_id, self._close_frame(row, "late_ack" if state.terminal else "deleted"))
             return
-        held = {str(lease.lease_id) for lease in hello.leases}
         if row.mode == "attended" and (epoch_changed or row.lease_id not in held):
             # An attended tab is a person's tab: never re-created or re-attached automatically.
             self._lose(out, row, now, "device_lost", release=True)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from understudy_connector._exceptions import SessionClosedError, UsageError
@@ -38,6 +39,19 @@ _MOVES: Final[dict[SessionState, frozenset[SessionState]]] = {
 }
 
 
+@dataclass
+class CreateProgress:
+    """What an unfinished creation left on the backend, for the cleanup of an interrupted open.
+
+    `session_id` is the session a reply named; `unanswered` says a `POST` went out and no reply to
+    it came back (cancelled or cut off while waiting), so the backend may hold a session nobody
+    has heard of.
+    """
+
+    session_id: UUID | None = None
+    unanswered: bool = False
+
+
 class SessionLifecycle:
     """The state of one Session object and the backend session it holds."""
 
@@ -45,6 +59,7 @@ class SessionLifecycle:
         self.state = SessionState.NEW
         self.session_id: UUID | None = None
         self.info: Session | None = None
+        self.creating = CreateProgress()
 
     def move(self, target: SessionState) -> None:
         """Go to `target`.
@@ -62,6 +77,7 @@ class SessionLifecycle:
         self.move(SessionState.OPEN)
         self.session_id = info.session_id
         self.info = info
+        self.creating = CreateProgress()  # the session is ours now: `close` deletes it
 
     def ended(self) -> None:
         """The backend said the session is terminal (`410`)."""

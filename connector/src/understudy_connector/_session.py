@@ -17,7 +17,12 @@ from understudy_connector._audit import AuditScope
 from understudy_connector._exceptions import CommandFailed, SessionClosedError
 from understudy_connector._governed import Governance, expect, governed_command
 from understudy_connector._lifecycle import SessionLifecycle, SessionState
-from understudy_connector._session_flow import close_session, get_session, open_session
+from understudy_connector._session_flow import (
+    abandon_open,
+    close_session,
+    get_session,
+    open_session,
+)
 from understudy_connector.generated.models import (
     GetTabsResult,
     HelloResult,
@@ -106,6 +111,11 @@ class _SessionBase:
             self._ctx, self._scope("createSession"), self._life, self._body, self._key
         )
 
+    def _abandon_flow(self) -> Flow[UUID | None]:
+        return abandon_open(
+            self._ctx, self._scope("createSession"), self._life, self._body, self._key
+        )
+
     def _close_flow(
         self, wait: bool = False, timeout: float | None = None
     ) -> Flow[models.Session | SessionTombstone | None]:
@@ -128,6 +138,10 @@ class _SessionBase:
         return governed_command(
             self._ctx, self._life, self._governance, command, dry_run=dry_run, timeout=timeout
         )
+
+
+def _note_abandon_failure(exc: BaseException, cleanup: Exception) -> None:
+    exc.add_note(f"deleting what the interrupted creation left failed as well: {cleanup!r}")
 
 
 def _note_cleanup_failure(exc: BaseException, session: _SessionBase, cleanup: Exception) -> None:
@@ -187,8 +201,19 @@ class Session(_SessionBase):
             _note_cleanup_failure(exc, self, cleanup)
 
     def open(self) -> Self:
-        """Create the session (waiting while it provisions)."""
-        self._client._drive(self._open_flow(), audit=self._audit)
+        """Create the session (waiting while it provisions).
+
+        If the creation does not return (an interrupt, a network failure after the backend
+        answered), whatever it left on the backend is deleted before the error propagates.
+        """
+        try:
+            self._client._drive(self._open_flow(), audit=self._audit)
+        except BaseException as exc:
+            try:
+                self._client._drive(self._abandon_flow(), audit=self._audit)
+            except Exception as cleanup:
+                _note_abandon_failure(exc, cleanup)
+            raise
         return self
 
     def close(
@@ -477,8 +502,21 @@ class AsyncSession(_SessionBase):
             await self.close()
 
     async def open(self) -> Self:
-        """Create the session (waiting while it provisions)."""
-        await self._client._drive(self._open_flow(), audit=self._audit)
+        """Create the session (waiting while it provisions).
+
+        If the creation does not return (cancelled, a network failure after the backend
+        answered), whatever it left on the backend is deleted before the error propagates; the
+        cleanup is shielded from the cancellation and bounded like `close` on exit.
+        """
+        try:
+            await self._client._drive(self._open_flow(), audit=self._audit)
+        except BaseException as exc:
+            try:
+                with anyio.fail_after(CLEANUP_TIMEOUT, shield=True):
+                    await self._client._drive(self._abandon_flow(), audit=self._audit)
+            except Exception as cleanup:
+                _note_abandon_failure(exc, cleanup)
+            raise
         return self
 
     async def close(

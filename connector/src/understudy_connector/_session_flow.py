@@ -34,7 +34,7 @@ from understudy_connector._flow import (
     unreachable,
     waiting,
 )
-from understudy_connector._lifecycle import SessionLifecycle, SessionState
+from understudy_connector._lifecycle import CreateProgress, SessionLifecycle, SessionState
 from understudy_connector.generated.models import (
     DeviceList,
     Problem,
@@ -68,9 +68,14 @@ def create_session(
     idempotency_key: UUID | None,
     *,
     timeout: float | None = None,
+    progress: CreateProgress | None = None,
 ) -> Flow[Session]:
-    """Create a session (attended when `body` is None) and wait while it provisions."""
-    flow = _create(ctx, scope, body, idempotency_key, timeout)
+    """Create a session (attended when `body` is None) and wait while it provisions.
+
+    `progress`, when given, is kept up to date with what the backend may hold so far, for the
+    cleanup of a creation interrupted before it returns (`abandon_open`).
+    """
+    flow = _create(ctx, scope, body, idempotency_key, timeout, progress or CreateProgress())
     session = yield from audited(ctx, scope, flow, lambda created: (created.status, None))
     return session
 
@@ -115,9 +120,10 @@ def open_session(
     if life.state is not SessionState.NEW:
         raise UsageError(f"this session is already {life.state.value}; create a new one")
     try:
-        info = yield from create_session(ctx, scope, body, idempotency_key)
+        info = yield from create_session(ctx, scope, body, idempotency_key, progress=life.creating)
     except ProvisioningTimeout as timeout:
         life.move(SessionState.CLOSED)
+        life.creating = CreateProgress()  # deleted here: nothing is left for `abandon_open`
         try:
             cleanup_scope = scope.with_operation("deleteSession")
             yield from delete_session(ctx, cleanup_scope, timeout.session_id)
@@ -129,6 +135,42 @@ def open_session(
         raise
     life.opened(info)
     return info
+
+
+def abandon_open(
+    ctx: FlowContext,
+    scope: AuditScope,
+    life: SessionLifecycle,
+    body: UnattendedSessionRequest | None,
+    idempotency_key: UUID | None,
+) -> Flow[UUID | None]:
+    """Delete what an open that did not return (cancelled, cut off) may have created.
+
+    A session a reply named is deleted. When the `POST` went out and no reply came back, the
+    backend may have created a session nobody has heard of: the request is repeated once with the
+    same `Idempotency-Key`, which names that session (or creates one, if the first never arrived),
+    and the session is deleted. An attended request has no key, so it is not repeated. Returns the
+    session deleted, if any.
+    """
+    progress, life.creating = life.creating, CreateProgress()
+    session_id = progress.session_id
+    if session_id is None and progress.unanswered and idempotency_key is not None:
+        replay = Send(
+            "POST",
+            "/v1/sessions",
+            json=None if body is None else body.to_wire(),
+            headers={"Idempotency-Key": str(idempotency_key)},
+        )
+        reply = yield from exchange(ctx, scope.with_operation("createSession"), replay, 1)
+        if isinstance(reply, httpx.Response) and reply.status_code in (200, 201, 202):
+            session_id = _responses.parse(reply, Session, "createSession").session_id
+    if session_id is None:
+        return None
+    try:
+        yield from delete_session(ctx, scope.with_operation("deleteSession"), session_id)
+    except SessionNotFound:
+        return None
+    return session_id
 
 
 def close_session(
@@ -249,6 +291,7 @@ def _create(
     body: UnattendedSessionRequest | None,
     idempotency_key: UUID | None,
     timeout: float | None,
+    progress: CreateProgress,
 ) -> Flow[Session]:
     retry = ctx.retry
     limit = retry.create_timeout if timeout is None else timeout
@@ -263,7 +306,11 @@ def _create(
     while True:
         attempt += 1
         operation = "createSession" if current is post else "getSession"
+        if current is post and created is None:
+            progress.unanswered = True
         reply = yield from exchange(ctx, scope.with_operation(operation), current, attempt)
+        if current is post and isinstance(reply, httpx.Response):
+            progress.unanswered = False
         if isinstance(reply, httpx.TransportError):
             failures += 1
             delay = retry.backoff(failures)
@@ -291,7 +338,7 @@ def _create(
         failures = 0
         if reply.status_code in (200, 201, 202):
             session = _responses.parse(reply, Session, operation)
-            created = session.session_id
+            created = progress.session_id = session.session_id
             if reply.status_code != 202 and session.status not in PROVISIONING:
                 return session
             delay = _responses.wait_seconds(reply, retry.default_retry_after)

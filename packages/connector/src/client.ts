@@ -21,7 +21,14 @@ import { DEFAULT_RETRY, type RetryConfig } from "./config.js";
 import { Aborted, UsageError } from "./errors.js";
 import { type ConnectorEvent, type Context, NetworkError, type Reply, type Send } from "./http.js";
 import { Session, type SessionOptions } from "./session.js";
-import { createSession, deleteSession, getSession, listDevices } from "./sessionFlow.js";
+import {
+  type CreateProgress,
+  abandonCreate,
+  createSession,
+  deleteSession,
+  getSession,
+  listDevices,
+} from "./sessionFlow.js";
 
 /** The connector's version, sent as its `User-Agent`. */
 export const VERSION = "0.1.0";
@@ -190,10 +197,21 @@ export class Client {
    * Create a session and return its `Session` helper. Dispose of it to delete the session:
    * `await using session = await client.openSession({...})` where `await using` is available
    * (TypeScript 5.2+ with `Symbol.asyncDispose`), else `try { ... } finally { await session.close() }`,
-   * or use `withSession`. A session left provisioning by a timeout is deleted before the error.
+   * or use `withSession`. A session left provisioning by a timeout, or by an open that was aborted
+   * or cut off, is deleted before the error.
    */
   async openSession(options: CreateSessionOptions & SessionOptions = {}): Promise<Session> {
-    return Session.create(this, this.#ctx, options, () => this.createSession(options));
+    const [body, key] = sessionRequest(options);
+    const idempotencyKey = options.idempotencyKey ?? key;
+    const progress: CreateProgress = { unanswered: false };
+    return Session.create(
+      this,
+      this.#ctx,
+      options,
+      () => createSession(this.#ctx, body, idempotencyKey, { ...options, progress }),
+      // Not under the caller's signal: an aborted open still removes what it left.
+      () => abandonCreate(this.#ctx, progress, body, idempotencyKey),
+    );
   }
 
   /** Open a session, run `body` with it, and always delete the session afterwards. */

@@ -86,12 +86,16 @@ export class Session implements AsyncDisposable {
     this.#options = options;
   }
 
-  /** @internal Create the session; one left provisioning by a timeout is deleted again. */
+  /**
+   * @internal Create the session; one left provisioning by a timeout is deleted again, and so is
+   * whatever an aborted or cut-off creation left (`abandon`).
+   */
   static async create(
     client: Client,
     ctx: Context,
     options: CreateSessionOptions & SessionOptions,
     create: () => Promise<SessionInfo>,
+    abandon: () => Promise<string | undefined> = () => Promise.resolve(undefined),
   ): Promise<Session> {
     if (options.approve !== undefined && typeof options.approve !== "function") {
       throw new UsageError("approve must be a function returning a boolean");
@@ -105,6 +109,13 @@ export class Session implements AsyncDisposable {
         } catch (cleanup) {
           if (!(cleanup instanceof UnderstudyError)) throw cleanup;
           error.message += `; deleting ${error.sessionId} failed too: ${cleanup.message}`;
+        }
+      } else {
+        try {
+          await abandon();
+        } catch (cleanup) {
+          if (!(cleanup instanceof UnderstudyError) || !(error instanceof Error)) throw cleanup;
+          error.message += `; deleting what the interrupted creation left failed as well: ${cleanup.message}`;
         }
       }
       throw error;

@@ -39,12 +39,23 @@ export function sessionPath(sessionId: string): string {
 }
 
 /** Create a session (attended when `body` is undefined) and wait while it provisions. */
+/**
+ * What an unfinished creation left on the backend, for the cleanup of an interrupted open:
+ * `sessionId` is the session a reply named; `unanswered` says a `POST` went out and no reply to it
+ * came back (aborted or cut off), so the backend may hold a session nobody has heard of.
+ */
+export interface CreateProgress {
+  sessionId?: string;
+  unanswered: boolean;
+}
+
 export async function createSession(
   ctx: Context,
   body: UnattendedSessionRequest | undefined,
   idempotencyKey: string | undefined,
-  options: { timeout?: number; signal?: AbortSignal },
+  options: { timeout?: number; signal?: AbortSignal; progress?: CreateProgress },
 ): Promise<Session> {
+  const progress = options.progress ?? { unanswered: false };
   const { retry } = ctx;
   const { signal } = options;
   const limit = options.timeout ?? retry.createTimeout;
@@ -59,7 +70,9 @@ export async function createSession(
     attempt += 1;
     checkAborted(signal, "createSession");
     const operation = current === post ? "createSession" : "getSession";
+    if (current === post && created === undefined) progress.unanswered = true;
     const reply = await ctx.exchange(current, operation, signal);
+    if (current === post && !(reply instanceof NetworkError)) progress.unanswered = false;
     if (reply instanceof NetworkError) {
       failures += 1;
       const delay = backoff(retry, failures);
@@ -80,7 +93,7 @@ export async function createSession(
     failures = 0;
     if (reply.status === 200 || reply.status === 201 || reply.status === 202) {
       const session: Session = parse(reply, SessionSchema, "Session", operation);
-      created = session.sessionId;
+      created = progress.sessionId = session.sessionId;
       if (reply.status !== 202 && !PROVISIONING.has(session.status)) return session;
       const delay = waitSeconds(reply, retry.defaultRetryAfter);
       if (ctx.clock() + delay > deadline) throw new ProvisioningTimeout(session.sessionId, limit);
@@ -137,6 +150,38 @@ export async function deleteSession(
   if (reply.status === 202) return parse(reply, SessionSchema, "Session", "deleteSession");
   if (reply.status === 200) return parse(reply, TombstoneSchema, "SessionTombstone", "deleteSession");
   throw problem(reply, "deleteSession");
+}
+
+/**
+ * Delete what a creation that did not return (aborted, cut off) may have left. A session a reply
+ * named is deleted. When the `POST` went out and no reply came back, the request is repeated once
+ * with the same `Idempotency-Key`, which names that session (or creates one, if the first never
+ * arrived), and that session is deleted. An attended request has no key, so it is not repeated.
+ * Returns the id deleted, if any.
+ */
+export async function abandonCreate(
+  ctx: Context,
+  progress: CreateProgress,
+  body: UnattendedSessionRequest | undefined,
+  idempotencyKey: string | undefined,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  let sessionId = progress.sessionId;
+  if (sessionId === undefined && progress.unanswered && idempotencyKey !== undefined) {
+    const replay: Send = { method: "POST", url: "/v1/sessions", body, headers: { "Idempotency-Key": idempotencyKey } };
+    const reply = await ctx.exchange(replay, "createSession", signal);
+    if (!(reply instanceof NetworkError) && [200, 201, 202].includes(reply.status)) {
+      sessionId = parse(reply, SessionSchema, "Session", "createSession").sessionId;
+    }
+  }
+  if (sessionId === undefined) return undefined;
+  try {
+    await deleteSession(ctx, sessionId, signal);
+  } catch (error) {
+    if (error instanceof SessionNotFound) return undefined;
+    throw error;
+  }
+  return sessionId;
 }
 
 /** This tenant's devices with health and capacity. */

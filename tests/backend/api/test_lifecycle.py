@@ -233,6 +233,41 @@ async def test_attach_from_another_tenant_is_refused(backend: Backend) -> None:
     assert result.error is not None and result.error.code == "session_not_found"
 
 
+async def test_a_session_closing_when_its_browser_died_ends_at_the_new_browsers_hello(
+    backend: Backend,
+) -> None:
+    # The new browser never answers the close (it holds no such lease): its hello alone proves
+    # the tab is gone, so capacity and origins are free for the next session at once.
+    device = await backend.device(behaviour=Behaviour(close="silent"))
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        await device.disconnect()  # the browser is killed
+        deleted = await http.delete(f"/v1/sessions/{session_id}")
+        assert deleted.status_code == 202, deleted.text
+        assert deleted.json()["status"] == "closing"
+        await device.restart_browser()
+        await backend.until(lambda: backend.session_status(session_id) == "closed", "closed")
+        assert not device.closed_leases  # ended by the hello, not by an acknowledgement
+        # The same origins on the same device are admitted right away.
+        await _create(backend, http)
+        assert (await http.get(f"/v1/sessions/{session_id}")).status_code == 410
+
+
+async def test_a_session_closing_through_an_extension_restart_still_waits_for_its_ack(
+    backend: Backend,
+) -> None:
+    # The same browser may still hold the tab: the close is repeated, and only the ack ends it.
+    device = await backend.device(behaviour=Behaviour(close="silent"))
+    async with backend.client(backend.api_key()) as http:
+        session_id = await _create(backend, http)
+        await device.disconnect()
+        assert (await http.delete(f"/v1/sessions/{session_id}")).status_code == 202
+        device.leases.clear()  # even if it reports no lease, it is the same browser
+        await device.connect()
+        await device.wait_for(lambda: device.frames_of(m.DeviceServerClose))
+        assert backend.session_status(session_id) == "closing"
+
+
 async def test_browser_restart_recreates_blank_tabs_and_blocks_writes(backend: Backend) -> None:
     device = await backend.device()
     async with backend.client(backend.api_key()) as http:

@@ -21,9 +21,12 @@ WITHIN_S = 5.0  # the runbook promises about a second; the margin is for a loade
 
 
 async def _cli(backend: Backend, *args: str) -> str:
-    """Run `understudy …` in its own process against the backend's data directory."""
+    """Run `understudy …` in its own process against the backend's data directory (and its
+    PostgreSQL database, when it has one)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("UNDERSTUDY_")}
     env["UNDERSTUDY_DATA_DIR"] = str(backend.settings.data_dir)
+    if backend.settings.database_url is not None:
+        env["UNDERSTUDY_DATABASE_URL"] = backend.settings.database_url
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",

@@ -1,19 +1,22 @@
 """The storage contract: every engine behind `understudy._store._ports.Storage` passes these.
 
-The `engine` fixture is parametrized over the implementations (SQLite today); a new engine adds
-one entry to `ENGINES` that opens connections to a fresh, empty database, and runs the same tests.
-`storage` is a migrated connection; `engine.open()` gives another connection to the same data, for
-the tests where two writers race.
+The `engine` fixture is parametrized over the implementations, SQLite (a file in the test's
+temporary directory) and PostgreSQL (a fresh database on the session's throwaway cluster, see
+`tests/support/pgcluster.py`); an engine is one entry in `ENGINES` that opens connections to a
+fresh, empty database, and runs the same tests. `storage` is a migrated connection;
+`engine.open()` gives another connection to the same data, for the tests where two writers race.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from understudy._store import Database
+from understudy._store._postgres import PostgresStorage
 from understudy._store.commands import NewCommand
 from understudy._store.sessions import NewSession
 
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from tests.support.pgcluster import PgCluster
     from understudy._store._ports import Storage
 
 
@@ -30,6 +34,7 @@ class Engine:
 
     name: str
     connect: Callable[[], Storage]
+    remove: Callable[[], None] = lambda: None
     opened: list[Storage] = field(default_factory=list)
 
     def open(self) -> Storage:
@@ -38,21 +43,38 @@ class Engine:
         return storage
 
     def close(self) -> None:
-        for storage in self.opened:
-            storage.close()
+        try:
+            for storage in self.opened:
+                storage.close()
+        finally:
+            self.remove()
 
 
-def _sqlite(tmp_path: Path) -> Callable[[], Storage]:
+def _sqlite(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
     path = tmp_path / "contract.db"
-    return lambda: Database(path).storage
+    return Engine("sqlite", lambda: Database(path).storage)
 
 
-ENGINES: dict[str, Callable[[Path], Callable[[], Storage]]] = {"sqlite": _sqlite}
+def _postgresql(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    name = f"contract_{uuid.uuid4().hex[:12]}"
+    url = cluster.create_schema(name)  # as empty as a new database, a hundred times cheaper
+    return Engine(
+        "postgresql",
+        lambda: PostgresStorage(url, max_size=2),
+        remove=lambda: cluster.drop_schema(name),
+    )
+
+
+ENGINES: dict[str, Callable[[pytest.FixtureRequest, Path], Engine]] = {
+    "sqlite": _sqlite,
+    "postgresql": _postgresql,
+}
 
 
 @pytest.fixture(params=sorted(ENGINES))
 def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
-    made = Engine(request.param, ENGINES[request.param](tmp_path))
+    made = ENGINES[request.param](request, tmp_path)
     try:
         yield made
     finally:

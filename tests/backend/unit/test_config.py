@@ -82,6 +82,29 @@ def test_group_commit_switch_refuses_other_words() -> None:
         load_settings({"UNDERSTUDY_SQLITE_GROUP_COMMIT": "sometimes"})
 
 
+def test_a_database_url_selects_postgresql_and_stays_out_of_the_repr() -> None:
+    url = "postgresql://svc:s3cret@db.internal:5432/understudy"
+    settings = load_settings({"UNDERSTUDY_DATABASE_URL": url})
+    assert settings.database_url == url
+    assert "s3cret" not in repr(settings)
+    assert load_settings({}).database_url is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("sqlite:///tmp/x.db", "give a PostgreSQL URL like postgresql://"),
+        ("postgresql://svc:s3cret@db:99999/understudy", "give a PostgreSQL URL like"),
+        ("postgresql://svc:s3cret@db:5432", "name the database in the URL's path"),
+    ],
+)
+def test_a_bad_database_url_is_refused_without_repeating_it(value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match="UNDERSTUDY_DATABASE_URL") as caught:
+        load_settings({"UNDERSTUDY_DATABASE_URL": value})
+    assert message in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+
+
 def test_public_url_follows_host_and_port_and_brackets_ipv6() -> None:
     assert load_settings({"UNDERSTUDY_PORT": "9001"}).socket_base_url == "ws://127.0.0.1:9001"
     assert load_settings({"UNDERSTUDY_HOST": "::1"}).public_url == "http://[::1]:8787"
@@ -357,6 +380,7 @@ def test_the_runbook_lists_every_setting_with_its_default() -> None:
         "sqlite_synchronous": f"`{defaults.sqlite_synchronous}`",
         "sqlite_group_commit": f"`{str(defaults.sqlite_group_commit).lower()}`",
         "telemetry_path": "unset",
+        "database_url": "unset",
         "log_format": f"`{defaults.log_format}`",
         "connection_limits": "`{}`",
     }

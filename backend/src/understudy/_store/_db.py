@@ -23,13 +23,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Literal
 
 from understudy._store._errors import ConflictError
-from understudy._store._sql import SQLITE, Dialect
+from understudy._store._sql import SQLITE, Dialect, Executor
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from pathlib import Path
 
-    from understudy._store._storage import SqliteStorage
+    from understudy._store._storage import SqlStorage
 
 Row = sqlite3.Row
 log = logging.getLogger(__name__)
@@ -60,10 +60,10 @@ class Database:
         self._group: asyncio.Future[None] | None = None  # the open group's commit
         self.commits = 0  # COMMITs issued (each one fsync under FULL), for tests and benchmarks
         self.turns = 0  # transactions taken
-        self.sql = SqliteExecutor(self._conn)  # what repositories run their statements on
+        self.sql: Executor = SqliteExecutor(self._conn)  # what repositories run statements on
 
     @cached_property
-    def storage(self) -> SqliteStorage:
+    def storage(self) -> SqlStorage:
         """This database behind the storage seam (`understudy._store._ports.Storage`)."""
         from understudy._store._storage import SqliteStorage  # a cycle at import time
 
@@ -78,7 +78,7 @@ class Database:
         return int(row[0])
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[object]:
         """One atomic unit; nested uses join the outer one. Durable after `durable()` returns."""
         if self._depth:
             self._depth += 1

@@ -13,3 +13,19 @@ class ConflictError(StorageError):
     The transaction it happened in is to be rolled back: let the error leave the
     `transaction()` block (PostgreSQL aborts the transaction at the first error anyway).
     """
+
+
+class RetryableConflictError(ConflictError):
+    """The transaction lost a race with another one (a serialization failure or a deadlock).
+
+    Nothing of it was kept; running the whole transaction again may succeed. SQLite, with one
+    writer at a time, never raises it.
+    """
+
+
+class StorageUnavailableError(StorageError):
+    """The database cannot be reached or opened; the message says where and why (no password)."""
+
+
+class StorageInUseError(StorageError):
+    """Another service holds the database (one service per database)."""

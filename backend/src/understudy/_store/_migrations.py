@@ -10,11 +10,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from understudy._store._sql import SQLITE
-
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from contextlib import AbstractContextManager
+
     from understudy._store._db import Database
-    from understudy._store._sql import Dialect
+    from understudy._store._sql import Executor
 
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (
@@ -301,13 +302,74 @@ def _is_trigger(words: list[str]) -> bool:
     return words[:1] == ["CREATE"] and "TRIGGER" in words[1:4]
 
 
-def current_version(db: Database) -> int:
-    db.execute(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-        "description TEXT NOT NULL, applied_at REAL NOT NULL)"
-    )
-    row = db.one("SELECT MAX(version) AS v FROM schema_migrations")
+_VERSIONS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
+    "description TEXT NOT NULL, applied_at REAL NOT NULL)"
+)
+
+
+def version_on(sql: Executor) -> int:
+    """The schema version of the database `sql` runs on (0 when never migrated).
+
+    Creates the (empty) versions table when it is missing, so run it in a transaction where two
+    processes may start at once (PostgreSQL serialises them with a lock first).
+    """
+    sql.run(sql.dialect.ddl(_VERSIONS_TABLE))
+    row = sql.one("SELECT MAX(version) AS v FROM schema_migrations")
     return int(row["v"]) if row is not None and row["v"] is not None else 0
+
+
+def refuse_newer(version: int, where: str) -> int:
+    """`version`, unless it is newer than :data:`LATEST`.
+
+    Raises:
+        SchemaTooNewError: the database was migrated by a newer binary.
+    """
+    if version > LATEST:
+        raise SchemaTooNewError(
+            f"the database at {where} is at schema version {version}, but this binary knows "
+            f"only up to {LATEST}; run a newer Understudy (never downgrade past a migration)"
+        )
+    return version
+
+
+def apply(
+    sql: Executor,
+    transaction: Callable[[], AbstractContextManager[object]],
+    now: float,
+    *,
+    where: str,
+) -> list[int]:
+    """Apply every pending migration on any engine; the versions applied.
+
+    Each migration runs in one `transaction()` (an engine that wraps the whole run in an outer
+    transaction, as PostgreSQL does, makes them one). Each statement passes through the
+    executor's `dialect.ddl` first, so an engine maps the column types of released migrations
+    (which are never edited) to its own.
+    """
+    version = refuse_newer(version_on(sql), where)
+    applied = []
+    for number, description, script in MIGRATIONS:
+        if number <= version:
+            continue
+        with transaction():
+            for statement in split_statements(script):
+                sql.run(sql.dialect.ddl(statement))
+            sql.run(
+                "INSERT INTO schema_migrations (version, description, applied_at) "
+                "VALUES (:version, :description, :now)",
+                {"version": number, "description": description, "now": now},
+            )
+        applied.append(number)
+    return applied
+
+
+# The `Database` spellings, used by the service, the CLI and tests: each engine's storage decides
+# how (PostgreSQL migrates in one transaction under a lock).
+
+
+def current_version(db: Database) -> int:
+    return db.storage.schema_version()
 
 
 def check_supported(db: Database) -> int:
@@ -316,35 +378,9 @@ def check_supported(db: Database) -> int:
     Raises:
         SchemaTooNewError: the version is newer than :data:`LATEST`.
     """
-    version = current_version(db)
-    if version > LATEST:
-        raise SchemaTooNewError(
-            f"the database at {db.path} is at schema version {version}, but this binary knows "
-            f"only up to {LATEST}; run a newer Understudy (never downgrade past a migration)"
-        )
-    return version
+    return db.storage.check_supported()
 
 
-def migrate(db: Database, now: float, *, dialect: Dialect = SQLITE) -> list[int]:
-    """Apply every pending migration, each in one transaction; returns the versions applied.
-
-    Each statement passes through `dialect.ddl` first, so an engine can map the column types of
-    released migrations (which are never edited) to its own.
-    """
-    version = check_supported(db)
-    applied = []
-    for number, description, sql in MIGRATIONS:
-        if number <= version:
-            continue
-        with db.transaction():
-            for statement in split_statements(sql):
-                db.execute(dialect.ddl(statement))
-            db.execute(
-                dialect.render(
-                    "INSERT INTO schema_migrations (version, description, applied_at) "
-                    "VALUES (:version, :description, :now)"
-                ),
-                {"version": number, "description": description, "now": now},
-            )
-        applied.append(number)
-    return applied
+def migrate(db: Database, now: float) -> list[int]:
+    """Apply every pending migration, each in one transaction; returns the versions applied."""
+    return db.storage.migrate(now)

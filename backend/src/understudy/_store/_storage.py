@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from understudy._store import _migrations
+from understudy._store._ports import Storage
 from understudy._store.blocked import repository as blocked_repository
 from understudy._store.close_requests import SqlCloseRequests
 from understudy._store.commands import SqlCommands
@@ -22,16 +23,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from understudy._store._db import Database
-    from understudy._store._ports import Storage
     from understudy._store._seen import SeenRecords
-    from understudy._store._sql import Dialect
+    from understudy._store._sql import Dialect, Executor
 
 
 class SqlRepositories:
-    """Every repository over one `Database` (SQLite has one connection, so one set serves all)."""
+    """Every repository over one executor: the same classes serve every engine.
 
-    def __init__(self, db: Database) -> None:
-        self._sql = db.sql
+    SQLite has one connection, so one set serves all; PostgreSQL's executor runs on whichever
+    pooled connection the current transaction holds.
+    """
+
+    def __init__(self, sql: Executor) -> None:
+        self._sql = sql
 
     @cached_property
     def api_keys(self) -> SqlApiKeys:
@@ -78,12 +82,51 @@ class SqlRepositories:
         return blocked_repository(self._sql)
 
 
+class SqlStorage(Storage, Protocol):
+    """What every engine here offers beyond `Storage`: the shared SQL repositories, the schema
+    check, and what the service needs to be the one service on its database."""
+
+    @property
+    def repos(self) -> SqlRepositories: ...
+
+    def check_supported(self) -> int:
+        """The schema version, refusing a database migrated by a newer binary.
+
+        Raises:
+            SchemaTooNewError: the version is newer than this binary's last migration.
+        """
+        ...
+
+    def change_marker(self) -> object:
+        """A value that changes when another process (or node) may have committed a revocation
+        or a close request; the revocation watch polls it once a second."""
+        ...
+
+    def service_holder(self) -> str | None:
+        """Who holds the database as its service, as far as the database itself can tell, or
+        None (SQLite: the data directory's lock file says it instead)."""
+        ...
+
+    def claim_service(self) -> None:
+        """Make this process the one service on the database, until `close()`.
+
+        Actors keep their turns one at a time in memory, so two services on one database would
+        break that. SQLite needs nothing more than the data directory's lock.
+
+        Raises:
+            StorageInUseError: another service holds the database.
+        """
+        ...
+
+    def close(self) -> None: ...
+
+
 class SqliteStorage:
     """`understudy._store._ports.Storage` on SQLite: the `Database`'s group commit, migrations."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.repos = SqlRepositories(db)
+        self.repos = SqlRepositories(db.sql)
 
     @property
     def dialect(self) -> Dialect:
@@ -103,10 +146,25 @@ class SqliteStorage:
         await self.db.durable()
 
     def migrate(self, now: float) -> list[int]:
-        return _migrations.migrate(self.db, now, dialect=self.dialect)
+        # One transaction per migration; a second process waits on SQLite's write lock.
+        return _migrations.apply(self.db.sql, self.db.transaction, now, where=self.db.path)
 
     def schema_version(self) -> int:
-        return _migrations.current_version(self.db)
+        return _migrations.version_on(self.db.sql)
+
+    def check_supported(self) -> int:
+        return _migrations.refuse_newer(self.schema_version(), self.db.path)
+
+    def change_marker(self) -> object:
+        # SQLite's data_version moves on every commit of another connection; it reads only the
+        # WAL index, so polling it costs no table access.
+        return self.db.data_version()
+
+    def claim_service(self) -> None:
+        """The data directory's lock (`_lock.py`) already makes the service the only one."""
+
+    def service_holder(self) -> str | None:
+        return None  # the data directory's lock file names the holder
 
     def close(self) -> None:
         self.db.close()
@@ -116,4 +174,7 @@ if TYPE_CHECKING:
 
     def _conforms(db: Database) -> Storage:
         """mypy proves here that the SQLite engine implements every protocol of the seam."""
+        return SqliteStorage(db)
+
+    def _conforms_here(db: Database) -> SqlStorage:
         return SqliteStorage(db)

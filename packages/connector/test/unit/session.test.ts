@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 
 import type { WriteResult } from "@understudy/protocol";
 
-import { CommandFailed, SessionClosedError, SessionTerminal, UsageError, WriteRefused, type WriteRequest } from "../../src/index.js";
+import { Aborted, BackendUnreachable, CommandFailed, SessionClosedError, SessionTerminal, UsageError, WriteRefused, type WriteRequest } from "../../src/index.js";
 import { SESSION_ID, scripted } from "./scripted.js";
 
 const ARGS = { allowedOrigins: ["https://example.com"], profileStateKey: "crm-bot-profile" };
@@ -42,6 +42,42 @@ describe("Session", () => {
     );
     await expect(client.openSession(ARGS)).rejects.toThrow(/still provisioning/);
     expect(calls(backend.requests)).toEqual(["POST /v1/sessions", "DELETE {s}"]);
+  });
+
+  it("deletes what an open aborted while its create was unanswered may have made", async () => {
+    const controller = new AbortController();
+    const { client, backend } = scripted([
+      () => {
+        controller.abort(new Error("the agent gave up"));
+        throw new DOMException("This operation was aborted", "AbortError");
+      },
+      { reply: "session" },
+      { reply: "tombstone" },
+    ]);
+    await expect(client.openSession({ ...ARGS, signal: controller.signal })).rejects.toThrow(Aborted);
+    expect(calls(backend.requests)).toEqual(["POST /v1/sessions", "POST /v1/sessions", "DELETE {s}"]);
+    const [first, replay] = backend.requests;
+    expect(first?.headers.get("Idempotency-Key")).toBeTruthy();
+    expect(replay?.headers.get("Idempotency-Key")).toBe(first?.headers.get("Idempotency-Key"));
+    expect(replay?.body).toEqual(first?.body);
+  });
+
+  it("deletes what an open cut off by the network may have made", async () => {
+    const { client, backend } = scripted(
+      [{ reply: "network_error" }, { reply: "session" }, { reply: "tombstone" }],
+      { networkAttempts: 0 },
+    );
+    await expect(client.openSession(ARGS)).rejects.toThrow(BackendUnreachable);
+    expect(calls(backend.requests)).toEqual(["POST /v1/sessions", "POST /v1/sessions", "DELETE {s}"]);
+  });
+
+  it("sends nothing more for an open aborted before it was sent, or a refused create", async () => {
+    const { client, backend } = scripted([
+      { reply: "problem", status: 409, code: "origin_conflict", withCommandId: false },
+    ]);
+    await expect(client.openSession({ ...ARGS, signal: AbortSignal.abort() })).rejects.toThrow(Aborted);
+    await expect(client.openSession(ARGS)).rejects.toThrow(/origin/);
+    expect(calls(backend.requests)).toEqual(["POST /v1/sessions"]);
   });
 
   it("shows the approval hook the dry-run preview, then sends the approved write", async () => {

@@ -1,0 +1,456 @@
+"""The PostgreSQL engine behind the storage seam: `PostgresStorage` over a psycopg 3 pool.
+
+The repositories are the same classes as SQLite's (`_storage.SqlRepositories`), written once in
+portable SQL; here they run on `PostgresExecutor`, which renders each statement with the
+`POSTGRESQL` dialect (`:name` → `%(name)s`) and executes it on the connection of the current
+transaction.
+
+**A turn is one PostgreSQL transaction.** Calls stay synchronous on the event-loop thread, as on
+SQLite, so a transaction never spans an `await` (actor rule 3): `transaction()` takes a connection
+from the pool, runs `BEGIN`, yields, and `COMMIT`s when the block ends, before the turn's frames
+or replies can leave. A nested `transaction()` joins the outer one. There is no group commit
+across turns: every turn pays one commit round trip (the server's WAL flush with
+`synchronous_commit=on`), so `durable()` has nothing left to wait for. Isolation is PostgreSQL's
+default, READ COMMITTED: each repository change is one statement that is atomic on its own
+(`INSERT … ON CONFLICT`, `UPDATE … RETURNING`; the quota upsert re-checks its `WHERE` against the
+row as a concurrent writer left it), and one node runs one turn at a time per process anyway.
+
+Errors: a unique violation raises `ConflictError`, as on SQLite; a serialization failure, a
+deadlock or a lock wait past `LOCK_TIMEOUT_MS` raises `RetryableConflictError` (a
+`ConflictError`): the whole transaction lost a race and may be retried. Either way the
+transaction is rolled back when the error leaves the block.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.adapt import Dumper
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+from understudy._store import _migrations
+from understudy._store._db import Database
+from understudy._store._errors import (
+    ConflictError,
+    RetryableConflictError,
+    StorageInUseError,
+    StorageUnavailableError,
+)
+from understudy._store._sql import POSTGRESQL, Dialect
+from understudy._store._storage import SqlRepositories
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping, Sequence
+    from contextlib import AbstractContextManager
+
+    from understudy._store._db import Row
+    from understudy._store._ports import Storage
+    from understudy._store._storage import SqlStorage
+
+Connection = psycopg.Connection[dict[str, Any]]
+
+# Advisory lock keys: (a fixed number per purpose, a hash of the schema), so two installations
+# in two schemas of one database do not block each other.
+_MIGRATION_LOCK: Final = 0x5573_0001
+_SERVICE_LOCK: Final = 0x5573_0002
+_KEY: Final = "%s, hashtext(current_schema())"
+POOL_MAX_SIZE: Final = 4
+POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
+# A statement waits at most this long for a row lock another process holds: the wait blocks the
+# event-loop thread (every actor of the process), so a stuck lock fails the one turn instead.
+LOCK_TIMEOUT_MS = 5000
+
+
+class _BoolAsInteger(Dumper):
+    """Booleans go out as 0/1: flag columns are INTEGER in the shared migrations, as in SQLite."""
+
+    oid = psycopg.adapters.types["int4"].oid
+
+    def dump(self, obj: bool) -> bytes:
+        return b"1" if obj else b"0"
+
+
+def _configure(conn: Connection) -> None:
+    conn.adapters.register_dumper(bool, _BoolAsInteger)
+    conn.execute(f"SET lock_timeout = {int(LOCK_TIMEOUT_MS)}")
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
+
+
+def _probe(url: str, where: str) -> None:
+    """Connect once, so that an unreachable server fails start-up with libpq's reason."""
+    try:
+        psycopg.connect(url, connect_timeout=int(POOL_TIMEOUT_S)).close()
+    except psycopg.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = f"cannot connect to PostgreSQL at {where}: {reason}"
+        raise StorageUnavailableError(message) from None
+
+
+def _mapped(exc: psycopg.Error) -> Exception:
+    """The engine-neutral error for a driver error (or the error itself)."""
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return ConflictError(str(exc))
+    if isinstance(
+        exc,
+        (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.LockNotAvailable),
+    ):
+        return RetryableConflictError(str(exc))
+    return exc
+
+
+class _Current(threading.local):
+    """The connection this thread's transaction (or read) holds, and how deeply it is nested."""
+
+    conn: Connection | None = None
+    depth: int = 0  # open transaction() blocks; 0 inside a plain read()
+
+
+class PostgresExecutor:
+    """The PostgreSQL side of `understudy._store._sql.Executor`: statements rendered once per
+    text, run on the current transaction's connection.
+
+    Outside any transaction a statement borrows a pooled connection and commits on its own, as
+    SQLite's connection does between transactions (the module functions' plain reads do this).
+    """
+
+    def __init__(
+        self, current: _Current, borrow: Callable[[], AbstractContextManager[Connection]]
+    ) -> None:
+        self._current = current
+        self._borrow = borrow
+        self._rendered: dict[str, str] = {}
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    def rendered(self, sql: str) -> str:
+        text = self._rendered.get(sql)
+        if text is None:
+            text = self._rendered[sql] = POSTGRESQL.render(sql)
+        return text
+
+    def execute(
+        self, text: str, params: Mapping[str, Any] | Sequence[Any] | None
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Run driver-ready `text`: (rows it returned, rows it changed)."""
+        conn = self._current.conn
+        if conn is not None:
+            return self._on(conn, text, params)
+        with self._borrow() as borrowed:
+            return self._on(borrowed, text, params)
+
+    @staticmethod
+    def _on(
+        conn: Connection, text: str, params: Mapping[str, Any] | Sequence[Any] | None
+    ) -> tuple[list[dict[str, Any]], int]:
+        try:
+            cursor = conn.execute(text, params)
+            rows = cursor.fetchall() if cursor.description is not None else []
+        except psycopg.Error as exc:
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return rows, cursor.rowcount
+
+    def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        return self.execute(self.rendered(sql), params)[0]
+
+    def one(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        found = self.rows(sql, params)
+        return found[0] if found else None
+
+    def run(self, sql: str, params: Mapping[str, Any] | None = None) -> int:
+        return self.execute(self.rendered(sql), params)[1]
+
+
+class PostgresStorage:
+    """`understudy._store._ports.Storage` on PostgreSQL: a pool, one transaction per turn.
+
+    Args:
+        url: A libpq URL (`postgresql://user:password@host:5432/dbname`).
+        max_size: Connections the pool may open. The event-loop thread holds one at a time (a
+            transaction never spans an await); more serve other threads (the CLI, tests).
+    """
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        self._url = url
+        self.where = redacted(url)
+        self._claim: psycopg.Connection[Any] | None = None  # see claim_service()
+        self._current = _Current()
+        self.turns = 0  # transactions taken
+        self.commits = 0  # transactions committed
+        self._pool: ConnectionPool[Connection] = ConnectionPool(
+            url,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=_configure,
+            min_size=1,
+            max_size=max_size,
+            timeout=POOL_TIMEOUT_S,
+            name="understudy",
+            open=False,
+        )
+        self.sql = PostgresExecutor(self._current, self._pool.connection)
+        self.repos = SqlRepositories(self.sql)
+        _probe(url, self.where)  # the server's own reason, not the pool's timeout, when it fails
+        self._pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+
+    @property
+    def dialect(self) -> Dialect:
+        return POSTGRESQL
+
+    @contextmanager
+    def transaction(self) -> Iterator[SqlRepositories]:
+        current = self._current
+        if current.depth:
+            current.depth += 1
+            try:
+                yield self.repos
+            finally:
+                current.depth -= 1
+            return
+        if current.conn is not None:  # inside read(): the same connection begins a transaction
+            yield from self._begin(current.conn)
+            return
+        with self._pool.connection() as conn:
+            current.conn = conn
+            try:
+                yield from self._begin(conn)
+            finally:
+                current.conn = None
+
+    def _begin(self, conn: Connection) -> Iterator[SqlRepositories]:
+        current = self._current
+        self.turns += 1
+        current.depth = 1
+        try:
+            with conn.transaction():
+                yield self.repos
+        except psycopg.Error as exc:  # COMMIT itself failed, or a statement not run by the executor
+            mapped = _mapped(exc)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        finally:
+            current.depth = 0
+        self.commits += 1
+
+    @contextmanager
+    def read(self) -> Iterator[SqlRepositories]:
+        current = self._current
+        if current.conn is not None:  # inside a transaction: read its own changes
+            yield self.repos
+            return
+        # Autocommit: each statement sees what was committed when it started.
+        with self._pool.connection() as conn:
+            current.conn = conn
+            try:
+                yield self.repos
+            finally:
+                current.conn = None
+
+    async def durable(self) -> None:
+        """Every transaction committed when its block ended; nothing is pending."""
+
+    def migrate(self, now: float) -> list[int]:
+        """Apply pending migrations in one transaction (DDL is transactional on PostgreSQL),
+        under an advisory lock, so nodes starting together migrate once."""
+        with self.transaction():
+            # Another node's migration may take longer than a turn's lock wait: wait it out.
+            self.sql.run("SET LOCAL lock_timeout = 0")
+            self._lock_schema()
+            return _migrations.apply(self.sql, self.transaction, now, where=self.where)
+
+    def schema_version(self) -> int:
+        # A plain read (readiness asks on every probe): no DDL, no lock; 0 before any migration.
+        with self.read():
+            row = self.sql.one("SELECT to_regclass('schema_migrations') IS NOT NULL AS present")
+            if row is None or not row["present"]:
+                return 0
+            found = self.sql.one("SELECT MAX(version) AS v FROM schema_migrations")
+        return int(found["v"]) if found is not None and found["v"] is not None else 0
+
+    def check_supported(self) -> int:
+        """The schema version, refusing a database migrated by a newer binary.
+
+        Raises:
+            SchemaTooNewError: the version is newer than this binary's last migration.
+        """
+        return _migrations.refuse_newer(self.schema_version(), self.where)
+
+    def _lock_schema(self) -> None:
+        self.sql.one(
+            "SELECT pg_advisory_xact_lock(:purpose, hashtext(current_schema()))",
+            {"purpose": _MIGRATION_LOCK},
+        )
+
+    def change_marker(self) -> object:
+        """A value that moves when a revocation or close request may have been committed.
+
+        PostgreSQL has no counterpart of SQLite's `data_version`; this reads the few columns the
+        revocation watch reacts to (small tables: keys, devices, pending close requests).
+        """
+        with self.read():
+            return self.sql.one(_CHANGE_MARKER)
+
+    def claim_service(self) -> None:
+        """Hold a session advisory lock on a connection of its own for as long as this is open.
+
+        One node per database until turns are locked in the database itself: a second
+        `understudy serve` on the same database is refused at start-up. The lock goes with the
+        connection (at `close()`, or when the server sees the process die).
+        """
+        if self._claim is not None:
+            return
+        conn = psycopg.connect(self._url, autocommit=True)
+        row = conn.execute(f"SELECT pg_try_advisory_lock({_KEY})", (_SERVICE_LOCK,)).fetchone()
+        if row is None or not row[0]:
+            conn.close()
+            raise StorageInUseError(
+                f"another Understudy service is using the PostgreSQL database at {self.where}; "
+                "one service per database: stop the other one first"
+            )
+        self._claim = conn
+
+    def service_holder(self) -> str | None:
+        """Who holds the service lock (`PostgreSQL client 10.0.0.5, backend pid N`), or None."""
+        with self.read():
+            row = self.sql.one(_SERVICE_HOLDER, {"purpose": _SERVICE_LOCK})
+        if row is None:
+            return None
+        return (
+            f"PostgreSQL client {row['client'] or 'on the local socket'}, backend pid {row['pid']}"
+        )
+
+    def close(self) -> None:
+        self._pool.close()
+        if self._claim is not None:
+            claim, self._claim = self._claim, None
+            # Released before close() returns: the server ends a closed session a moment later,
+            # and a service restarting at once would find its own old lock still held.
+            with suppress(psycopg.Error):
+                claim.execute(f"SELECT pg_advisory_unlock({_KEY})", (_SERVICE_LOCK,))
+            claim.close()
+
+
+_CHANGE_MARKER: Final = (
+    "SELECT (SELECT COUNT(*) FROM api_keys WHERE revoked_at IS NOT NULL) AS keys_revoked, "
+    "(SELECT COUNT(*) FROM devices WHERE revoked_at IS NOT NULL) AS devices_revoked, "
+    "(SELECT COUNT(*) FROM devices) AS devices, "
+    "(SELECT MAX(requested_at) FROM close_requests WHERE done_at IS NULL) AS close_requested, "
+    "(SELECT COUNT(*) FROM close_requests WHERE done_at IS NULL) AS close_pending"
+)
+
+
+# Legacy statements with `?` markers: strings and quoted names are skipped, a `%` is doubled.
+_POSITIONAL = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|(?P<mark>\?)|(?P<percent>%)""")
+
+
+def _positional(sql: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        if match.group("mark"):
+            return "%s"
+        if match.group("percent"):
+            return "%%"
+        return match.group().replace("%", "%%")
+
+    return _POSITIONAL.sub(one, sql)
+
+
+class PostgresDatabase(Database):
+    """The `Database` the service and the CLI hold, on PostgreSQL.
+
+    Callers still hold a `Database`: its `transaction()` and `durable()`, and the module functions
+    of `_store`, which reach the repositories through `storage`. This gives all of them PostgreSQL
+    without an engine test in any of them; it goes once every caller holds a `Storage`. The few
+    legacy statements still written for sqlite3 (`?` markers) run through `query`/`one`/`execute`.
+    """
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+        # No Database.__init__: there is no SQLite file. Everything it would set that callers
+        # read is set here.
+        self._pg = PostgresStorage(url, max_size=max_size)
+        self.path = self._pg.where
+        self.synchronous = "FULL"
+        self.group_commit = False
+        self.commits = 0
+        self.turns = 0
+        self.sql = self._pg.sql
+
+    @property
+    def storage(self) -> SqlStorage:
+        return self._pg
+
+    def data_version(self) -> int:
+        raise NotImplementedError("PostgreSQL has no data_version; use storage.change_marker()")
+
+    @contextmanager
+    def transaction(self) -> Iterator[object]:
+        try:
+            with self._pg.transaction():
+                yield None
+        finally:
+            self.turns, self.commits = self._pg.turns, self._pg.commits
+
+    async def durable(self) -> None:
+        await self._pg.durable()
+
+    def _legacy(
+        self, sql: str, params: tuple[Any, ...] | dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], int]:
+        if isinstance(params, dict):
+            return self._pg.sql.execute(self._pg.sql.rendered(sql), params)
+        return self._pg.sql.execute(_positional(sql), tuple(params))
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Row]:
+        # dict rows: every legacy caller reads columns by name (`row["x"]`, `dict(row)`).
+        return cast("list[Row]", self._legacy(sql, params)[0])
+
+    def one(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> Row | None:
+        found = self.query(sql, params)
+        return found[0] if found else None
+
+    def execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> int:
+        return self._legacy(sql, params)[1]
+
+    def close(self) -> None:
+        self._pg.close()
+
+
+# The session holding the service lock: pg_locks shows a two-key advisory lock as (classid,
+# objid) = (key1, key2), objsubid 2; an int4 key is compared as the oid it is stored as.
+_SERVICE_HOLDER: Final = (
+    "SELECT host(a.client_addr) AS client, l.pid FROM pg_locks AS l "
+    "JOIN pg_stat_activity AS a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND l.classid = CAST(:purpose AS integer)::oid "
+    "AND l.objid = hashtext(current_schema())::oid"
+)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(url: str) -> Storage:
+        """mypy proves here that the PostgreSQL engine implements every protocol of the seam."""
+        return PostgresStorage(url)
+
+    def _conforms_here(url: str) -> SqlStorage:
+        return PostgresStorage(url)
