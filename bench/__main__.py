@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from bench import (
     connection_limits,
+    engines,
     overhead,
     roundtrip,
     scale,
@@ -41,6 +42,7 @@ RESULTS: Final = Path(__file__).resolve().parent / "results"
 # Order matters only for the printout.
 BENCHMARKS: Final[dict[str, BenchmarkModule]] = {
     "overhead": overhead,
+    "engines": engines,
     "scale": scale,
     "roundtrip": roundtrip,
     "session_create": session_create,

@@ -102,9 +102,18 @@ INSTALL: Final = r"""(() => {
   wrap(chrome.debugger, "attach", "attach", () => "debugger.attach");
   wrap(chrome.windows, "create", "windows", () => "windows.create");
   wrap(chrome.storage.session, "get", "storage", () => "session.get");
-  wrap(chrome.storage.session, "set", "storage", () => "session.set");
+  // The key's kind only (journal, leases, outbox, spareWindow), never a session id.
+  wrap(chrome.storage.session, "set", "storage", (args) =>
+    `session.set ${Object.keys(args[0] ?? {}).map((k) => k.split(":")[0]).join(",")}`);
   wrap(chrome.storage.session, "remove", "storage", () => "session.remove");
   wrap(chrome.tabs, "get", "tabs", () => "tabs.get");
+  // A listener of our own (the extension's was added before this ran): when Chromium fired each
+  // main-frame load event, for the time a navigation waits on the browser after Page.navigate.
+  chrome.debugger.onEvent.addListener((source, method, params) => {
+    if (method !== "Page.lifecycleEvent" || params === undefined || params.name !== "load") return;
+    const at = now();
+    trace.push(["event", "load", null, at, at]);
+  });
   wrapped.WebSocket = globalThis.WebSocket !== Base;
   return wrapped;
 })()"""
@@ -131,6 +140,14 @@ EXECUTE_PARTS: Final = [
     ("execute_storage", "  of which chrome.storage.session writes"),
     ("execute_tabs", "  of which chrome.tabs.get"),
     ("execute_other", "  of which the rest (queue, JS, waiting for events)"),
+]
+# The overhead of a governed write (issue 19, target 1): the round trip minus the browser's time.
+OVERHEAD: Final = [
+    ("browser", "browser time: a sendCommand pending, or waiting for Chromium's load event"),
+    ("overhead_strict", "round trip - time under chrome.debugger.sendCommand"),
+    ("overhead", "overhead: round trip - browser time"),
+    ("overhead_extension", "  of which in the extension (prepare, and execute - browser time)"),
+    ("overhead_elsewhere", "  of which elsewhere (HTTP, server turns and commits, sockets)"),
 ]
 _ids = itertools.count(1)
 
@@ -250,13 +267,16 @@ def breakdown(
     """
     frames: dict[tuple[str, str, str], float] = {}
     calls: list[tuple[str, str, float, float]] = []
+    loads: list[float] = []
     for kind, label, command_id, start, end in trace:
-        if kind in ("send", "recv"):
+        if kind == "event":
+            loads.append(start - offset_ms)
+        elif kind in ("send", "recv"):
             if command_id is not None:
                 frames.setdefault((kind, label, command_id), start - offset_ms)
         else:
             calls.append((kind, label, start - offset_ms, end - offset_ms))
-    hops: dict[str, list[float]] = {key: [] for key, _ in HOPS + EXECUTE_PARTS}
+    hops: dict[str, list[float]] = {key: [] for key, _ in HOPS + EXECUTE_PARTS + OVERHEAD}
     hops["total"] = []
     by_call: dict[str, list[float]] = {}
     for command_id, (sent, replied) in client.items():
@@ -271,6 +291,10 @@ def breakdown(
         assert grant is not None and result is not None  # noqa: S101
         admitted, completed = stamps
         inside = [c for c in calls if grant <= c[2] <= result]
+        cdp = [(c[2], c[3]) for c in calls if c[0] == "cdp" and sent <= c[2] <= replied]
+        waits = _load_waits(inside, loads, result)
+        # The extension's own time: preparing, and executing while the browser had nothing of ours.
+        ours = ready - prepare + result - grant - _covered(_clip(cdp + waits, grant, result))
         spent = {
             kind: sum(c[3] - c[2] for c in inside if c[0] == kind)
             for kind in ("cdp", "storage", "tabs")
@@ -291,6 +315,11 @@ def breakdown(
             "execute_tabs": spent["tabs"],
             "execute_other": execute - spent["cdp"] - spent["storage"] - spent["tabs"],
             "total": replied - sent,
+            "browser": _covered(cdp + waits),
+            "overhead_strict": replied - sent - _covered(cdp),
+            "overhead": replied - sent - _covered(cdp + waits),
+            "overhead_extension": ours,
+            "overhead_elsewhere": replied - sent - _covered(cdp + waits) - ours,
         }
         for key, value in values.items():
             hops[key].append(value)
@@ -299,6 +328,29 @@ def breakdown(
         "hops_ms": {key: summary(values) for key, values in hops.items()},
         "calls_ms": {label: summary(values) for label, values in by_call.items()},
     }
+
+
+def _clip(
+    intervals: list[tuple[float, float]], start: float, end: float
+) -> list[tuple[float, float]]:
+    """The parts of ``intervals`` inside [start, end]."""
+    return [(max(a, start), min(b, end)) for a, b in intervals if b > start and a < end]
+
+
+def _load_waits(
+    inside: list[tuple[str, str, float, float]], loads: list[float], until: float
+) -> list[tuple[float, float]]:
+    """From each ``Page.navigate``'s answer to the first main-frame load event after it (before
+    ``until``): the time a navigation waits on the browser outside any sendCommand, as
+    Playwright's ``goto`` waits for ``load``."""
+    waits = []
+    for kind, label, _, end in inside:
+        if kind != "cdp" or label != "Page.navigate":
+            continue
+        load = next((at for at in sorted(loads) if end <= at <= until), None)
+        if load is not None:
+            waits.append((end, load))
+    return waits
 
 
 # The steps of an unattended session creation, as the extension's calls and frames show them.

@@ -15,8 +15,9 @@ Method:
    ``navigate`` loads the page URL and waits for its ``load``.
 3. Playwright side, on a page of the other browser: ``click`` is ``locator("#press").click()``
    (Playwright's actionability checks, scroll into view, mouse move/press/release at the centre);
-   ``type`` is ``locator("#text").focus()`` then ``keyboard.insert_text(text)``, the two CDP
-   operations the extension's ``type`` performs (``DOM.focus``, ``Input.insertText``);
+   ``type`` is ``locator("#text").focus()`` then ``keyboard.type(text)``, what the extension's
+   ``type`` does by default (focus, then a key press per character: ``Input.dispatchKeyEvent``
+   keyDown with the character's text and keyUp);
    ``navigate`` is ``page.goto(url)`` (waits for ``load``), timed around the awaited call.
 4. Interleaving: rounds of blocks. Each round runs, per operation, one block on each side, the
    side that goes first alternating, so load from other processes hits both sides alike. After
@@ -73,7 +74,10 @@ if TYPE_CHECKING:
     from bench._http import HttpConnection
 
 OPS: Final = ("click", "type", "navigate")
-TARGET_OPS: Final = ("click", "type")
+# Issue 19, target 1: governed type and navigate no slower than Playwright's own, click kept at
+# 0.7 of it; the overhead of each (round trip - browser time, from the hops) at most 5 ms at p50.
+RATIO_TARGETS: Final = {"click": 0.7, "type": 1.0, "navigate": 1.0}
+OVERHEAD_TARGET_MS: Final = 5.0
 TEXT: Final = "abc"
 SNAPSHOT_RETRY_S: Final = 10.0
 
@@ -183,7 +187,7 @@ class PlaywrightSide:
             await page.locator("#press").click()
         elif op == "type":
             await page.locator("#text").focus()
-            await page.keyboard.insert_text(TEXT)
+            await page.keyboard.type(TEXT)
         else:
             response = await page.goto(self.url)
             if response is None or not response.ok:
@@ -404,13 +408,60 @@ def tables(result: dict[str, Any]) -> list[Table]:
         "turn, from the command rows"
     )
     hops = result["hops"]
+    overhead = Table(
+        "Overhead of a governed write (issue 19, target 1), ms; ratios from the table above",
+        [
+            "operation",
+            "overhead p50",
+            "p99",
+            "verdict (p50 <= 5)",
+            "in extension p50",
+            "elsewhere p50",
+            "strict p50",
+            "browser time p50",
+            "ratio p50",
+            "target",
+            "verdict",
+        ],
+    )
+    for op in OPS:
+        cells = hops[op]["hops_ms"]
+        ours = cells.get("overhead", {})
+        ratio, limit = result["ratio_p50"][op], RATIO_TARGETS[op]
+        overhead.rows.append(
+            [
+                op,
+                fmt(ours.get("p50", math.nan)),
+                fmt(ours.get("p99", math.nan)),
+                "met" if ours.get("p50", math.inf) <= OVERHEAD_TARGET_MS else "MISSED",
+                fmt(cells.get("overhead_extension", {}).get("p50", math.nan)),
+                fmt(cells.get("overhead_elsewhere", {}).get("p50", math.nan)),
+                fmt(cells.get("overhead_strict", {}).get("p50", math.nan)),
+                fmt(cells.get("browser", {}).get("p50", math.nan)),
+                fmt(ratio),
+                f"<= {fmt(limit, 1)}",
+                "met" if ratio <= limit else "MISSED",
+            ]
+        )
+    overhead.notes.append(
+        "overhead = client round trip - browser time, where browser time is the time at least one "
+        "chrome.debugger.sendCommand was pending or a navigation waited for Chromium's load event "
+        "after Page.navigate answered (Playwright's goto waits for it too); strict = round trip - "
+        "time under sendCommand only; in extension = preparing (the journal's prepared write) "
+        "plus executing while no browser time was running; elsewhere = the rest (HTTP, the "
+        "server's turns and commits, the socket hops)"
+    )
+    overhead.notes.append(
+        f"overhead from the traced phase ({hops['commands_per_op']} each), ratios from the "
+        "measured rounds of the same run"
+    )
     table = Table(
         f"Where a governed write spends its time ({hops['commands_per_op']} each, ms)",
         ["hop", *(f"{op} {stat}" for op in OPS for stat in ("p50", "mean"))],
     )
     split = [key for key, _ in _hops.HOPS].index("extension_execute") + 1
     rows = [*_hops.HOPS[:split], *_hops.EXECUTE_PARTS, *_hops.HOPS[split:]]
-    for key, label in [*rows, ("total", "total (client round trip)")]:
+    for key, label in [*rows, ("total", "total (client round trip)"), *_hops.OVERHEAD]:
         row = [label]
         for op in OPS:
             cell = hops[op]["hops_ms"].get(key, {})
@@ -430,20 +481,33 @@ def tables(result: dict[str, Any]) -> list[Table]:
         "a lower bound"
     )
     table.notes.append(_hops.clock_note(hops))
-    return [main, table]
+    return [main, overhead, table]
+
+
+def _overhead(result: dict[str, Any], op: str) -> dict[str, Any]:
+    cell: dict[str, Any] = result["hops"][op]["hops_ms"].get("overhead", {})
+    return cell
 
 
 def targets(result: dict[str, Any]) -> list[Target]:
-    ratios = {op: result["ratio_p50"][op] for op in TARGET_OPS}
+    ratios = result["ratio_p50"]
+    overheads = {op: _overhead(result, op).get("p50", math.nan) for op in OPS}
+    p99s = {op: _overhead(result, op).get("p99", math.nan) for op in OPS}
     return [
         Target(
-            "click and type vs Playwright over CDP (real Chromium), ratio of p50s",
-            "<= 1.0",
+            "governed write overhead (round trip - browser time, per-hop trace), p50 per command",
+            f"<= {fmt(OVERHEAD_TARGET_MS, 1)} ms for click, type and navigate",
+            ", ".join(f"{op} {fmt(overheads[op])} ms (p99 {fmt(p99s[op])})" for op in OPS),
+            all(value <= OVERHEAD_TARGET_MS for value in overheads.values()),
+        ),
+        Target(
+            "governed writes vs Playwright over CDP (real Chromium), ratio of p50s",
+            ", ".join(f"{op} <= {fmt(limit, 1)}" for op, limit in RATIO_TARGETS.items()),
             ", ".join(
                 f"{op} {fmt(ratios[op])} ({fmt(result['understudy'][op]['latency_ms']['p50'])} vs "
                 f"{fmt(result['playwright'][op]['latency_ms']['p50'])} ms)"
-                for op in TARGET_OPS
+                for op in RATIO_TARGETS
             ),
-            all(ratio <= 1.0 for ratio in ratios.values()),
-        )
+            all(ratios[op] <= limit for op, limit in RATIO_TARGETS.items()),
+        ),
     ]

@@ -70,7 +70,11 @@ export const SESSION_PROTOCOL_VERSION = 2;
  * handlers and what they scheduled with no delay). Popups are reported ~15 ms after the input on
  * Chromium 156, and the round trip itself takes several: the popup suite attributes every kind
  * with 15 ms (twice in a row on a loaded machine), where 250 ms charged every click a quarter
- * second. A write that loads a document gets only the round trip, and typing, filling and
+ * second. It is waited only when the page gave a sign of a reaction during the write (a window
+ * opened, a navigation requested or started, a target attached, a popup's tab event) or the tab
+ * holds a frame of another process, whose signs report on that frame's own session
+ * (SessionRuntime.settleWindow); otherwise no report can follow and a click pays nothing for it.
+ * A write that loads a document gets only the round trip, and typing, filling and
  * scrolling only wait for a navigation already under way (commandFlow.ts `SETTLE_OF`). What the
  * page does later is still in the session status, only not in the command's outcome.
  */

@@ -79,8 +79,11 @@ def routes() -> dict[str, Route]:
             )
         )
 
-    def keys(hit: Hit) -> Reply:
+    def keys(hit: Hit, slow: bool = False) -> Reply:
         del hit
+        # The slow variant's key handler takes 4 ms a key, as a heavy page's might: typing long
+        # text there outlasts a command however the key presses are sent.
+        busy = "const until = performance.now() + 4; while (performance.now() < until);"
         return Reply(
             _page(
                 "Keys",
@@ -94,6 +97,7 @@ def routes() -> dict[str, Route]:
                 "  const out = document.getElementById(id + '-out');"
                 "  const seen = { keydown: 0, keypress: 0, input: 0, keyup: 0 };"
                 "  for (const kind of Object.keys(seen)) field.addEventListener(kind, () => {"
+                f"    if (kind === 'keydown') {{ {busy if slow else ''} }}"
                 "    seen[kind] += 1;"
                 "    const counts = Object.entries(seen).map(([k, n]) => k + ' ' + n);"
                 "    const value = ' value [' + field.value + ']';"
@@ -129,7 +133,16 @@ def routes() -> dict[str, Route]:
             )
         )
 
-    return {"/overlay": overlay, "/accordion": accordion, "/keys": keys, "/controls": controls}
+    def slow_keys(hit: Hit) -> Reply:
+        return keys(hit, slow=True)
+
+    return {
+        "/overlay": overlay,
+        "/accordion": accordion,
+        "/keys": keys,
+        "/slow-keys": slow_keys,
+        "/controls": controls,
+    }
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
@@ -233,8 +246,9 @@ async def test_typing_too_long_for_the_deadline_fails_durably_saying_how_far_it_
     env: Env,
 ) -> None:
     async with session(env) as session_id:
-        page = await env.agent.open_page(session_id, env.site.url("/keys"))
-        # Key by key, this much text takes far longer than one command may.
+        page = await env.agent.open_page(session_id, env.site.url("/slow-keys"))
+        # Key by key on a page that takes 4 ms a key, this much text takes far longer than one
+        # command may.
         text = "a" * 10_000
         error = await env.agent.failure(
             session_id, {"name": "type", "ref": ref(page, "textbox", "Keyed"), "text": text}

@@ -2,7 +2,8 @@
 
 The live unattended session gets a fresh `about:blank` tab in an unfocused window with writes
 blocked (`browser_epoch_changed`); tabs Chrome restores from the previous run, including the
-session's old tab, stay open and uncontrolled.
+session's old tab, stay open and uncontrolled, except the previous run's spare window, which the
+extension recognises by its URL and closes.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ require_chromium()
 pytestmark = [pytest.mark.browser]
 
 USER_PAGE = "/still-reading-this"
+# The spare window's URL (extension/src/sessions/spareWindow.ts SPARE_URL).
+SPARE_URL = "about:blank#understudy-spare"
 # Chromium writes its session file a moment after a tab changes; a crash before that loses it.
 SESSION_SAVE_S = 3
 
@@ -115,27 +118,44 @@ async def test_a_killed_browser_comes_back_with_a_fresh_blank_tab_and_writes_blo
             assert [t["url"] for t in controlled] == ["about:blank"]
             fresh = controlled[0]
             assert (await window_of_tab(browser, fresh["tabId"]))["focused"] is False
-            # Restored tabs: the person's page, the session's old tab and the old epoch's spare
-            # window; none is controlled. The new epoch's spare is not among them.
+            # Restored tabs: the person's page and the session's old tab; none is controlled. The
+            # old epoch's spare window came back too, on its URL, and was closed; the new epoch's
+            # spare is not among them.
             spare = await eventually(
                 lambda: worker_eval(
                     browser, "chrome.storage.session.get('spareWindow').then(r => r.spareWindow)"
                 ),
                 what="the new epoch's spare window",
             )
+
+            async def only_new_spare_marked() -> bool:
+                marked = [t for t in await debugger_targets(browser) if t["url"] == SPARE_URL]
+                return [t.get("tabId") for t in marked] == [spare["tabId"]]
+
+            await eventually(only_new_spare_marked, what="the old epoch's restored spare closing")
             pages = [
                 t
                 for t in await debugger_targets(browser)
                 if "tabId" in t and not t["url"].startswith("chrome-extension:")
             ]
             restored = [t for t in pages if t["id"] != fresh["id"] and t["tabId"] != spare["tabId"]]
-            expected = [user_url, "about:blank", "about:blank"]
+            expected = [user_url, "about:blank"]
             assert sorted(t["url"] for t in restored) == sorted(expected), pages
             assert all(not t["attached"] for t in restored), restored
 
             await asyncio.sleep(2)  # long enough for a wrongly closing extension to have acted
             still = {t.id for t in await browser.devtools.pages()}
             assert {t["id"] for t in restored} <= still, "a restored tab was closed"
+
+            # A tab that comes to show the spare's URL later (as a spare restored after start-up
+            # would) and is no spare of this run is closed too.
+            stray = await browser.devtools.open_page(SPARE_URL.replace("#", "%23"))
+
+            async def stray_closed() -> bool:
+                return stray.id not in {t.id for t in await browser.devtools.pages()}
+
+            await eventually(stray_closed, what="a stray spare closing")
+            assert spare["tabId"] in {t.get("tabId") for t in await debugger_targets(browser)}
 
             deleted = await http.delete(f"/v1/sessions/{session_id}")
             assert deleted.status_code in (200, 202), deleted.text

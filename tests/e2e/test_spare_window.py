@@ -35,6 +35,8 @@ require_chromium()
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 OWN_TAB = "/own-tab"  # the page running_stack opens as a person's own tab
+# The spare window's URL (extension/src/sessions/spareWindow.ts SPARE_URL).
+SPARE_URL = "about:blank#understudy-spare"
 
 
 async def spare_record(browser: Chromium) -> dict[str, Any] | None:
@@ -84,7 +86,7 @@ async def test_a_session_on_an_idle_device_gets_the_spare_window_which_disabling
 ) -> None:
     async with running_stack(tmp_path, {}, extension_dist) as env:
         spare = await ready_spare(env)
-        assert await tab_url(env.browser, spare["tabId"]) == "about:blank"
+        assert await tab_url(env.browser, spare["tabId"]) == SPARE_URL
         window = await window_of_tab(env.browser, spare["tabId"])
         assert window == {"focused": False, "tabs": [spare["tabId"]]}
         assert await attached_tabs(env.browser) == []
@@ -92,8 +94,10 @@ async def test_a_session_on_an_idle_device_gets_the_spare_window_which_disabling
         assert (row["capacity"], row["usedCapacity"]) == (2, 0)
 
         first = await create(env, env.site.origin)
-        # The session runs in the spare's tab: no window was opened for it.
+        # The session runs in the spare's tab: no window was opened for it, and the session sees
+        # plain about:blank (the spare's mark is gone).
         assert await attached_tabs(env.browser) == [spare["tabId"]]
+        assert await tab_url(env.browser, spare["tabId"]) == "about:blank"
         assert (await device_row(env.http))["usedCapacity"] == 1
 
         # A new spare follows, outside the capacity: a second session still fits.

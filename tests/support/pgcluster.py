@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
 SUPERUSER = "understudy"
 _BIN_GLOB = "/usr/lib/postgresql/*/bin"
@@ -89,6 +89,7 @@ class PgCluster:
     root: Path
     port: int
     user: pwd.struct_passwd | None
+    settings: dict[str, str] = field(default_factory=dict)  # over the defaults above
     _databases: set[str] = field(default_factory=set)
 
     @property
@@ -104,8 +105,14 @@ class PgCluster:
         return self.root / "server.log"
 
     @classmethod
-    def start(cls, bin_dir: Path | None = None) -> PgCluster:
+    def start(
+        cls, bin_dir: Path | None = None, settings: Mapping[str, str] | None = None
+    ) -> PgCluster:
         """initdb and start a cluster on a free port.
+
+        Args:
+            bin_dir: Debian's PostgreSQL `bin` directory (default: the newest installed).
+            settings: Server settings over the defaults (a benchmark sets `fsync=on`).
 
         Raises:
             PgClusterError: no binaries, or initdb or the server failed (with its log).
@@ -120,7 +127,7 @@ class PgCluster:
         if user is not None:
             for path in (root, root / "socket"):
                 os.chown(path, user.pw_uid, user.pw_gid)
-        cluster = cls(bin_dir=bin_dir, root=root, port=0, user=user)
+        cluster = cls(bin_dir=bin_dir, root=root, port=0, user=user, settings=dict(settings or {}))
         try:
             cluster._initdb()
             for _ in range(3):  # a free port can be taken between the probe and the bind
@@ -172,7 +179,8 @@ class PgCluster:
             raise PgClusterError(f"initdb failed:\n{done.stdout}\n{done.stderr}")
 
     def _start_server(self) -> bool:
-        options = " ".join(f"-c {k}={v}" for k, v in _SETTINGS.items())
+        settings = {**_SETTINGS, **self.settings}
+        options = " ".join(f"-c {k}={v}" for k, v in settings.items())
         options += f" -p {self.port} -c unix_socket_directories={self.socket_dir}"
         done = self._run(
             str(self.bin_dir / "pg_ctl"),
@@ -241,17 +249,30 @@ class PgCluster:
     def stop(self) -> None:
         """Stop the server (fast shutdown: open sessions are ended) and remove the directory."""
         try:
-            if (self.data_dir / "postmaster.pid").exists():
-                self._run(
-                    str(self.bin_dir / "pg_ctl"),
-                    "stop",
-                    "--wait",
-                    "--mode=fast",
-                    f"--pgdata={self.data_dir}",
-                    timeout=60,
-                )
+            self.stop_server()
         finally:
             self.remove()
+
+    def stop_server(self) -> None:
+        """Stop the server (fast shutdown) and keep its data; :meth:`start_server` resumes it."""
+        if (self.data_dir / "postmaster.pid").exists():
+            self._run(
+                str(self.bin_dir / "pg_ctl"),
+                "stop",
+                "--wait",
+                "--mode=fast",
+                f"--pgdata={self.data_dir}",
+                timeout=60,
+            )
+
+    def start_server(self) -> None:
+        """Start a stopped server again, on the same port and data.
+
+        Raises:
+            PgClusterError: it did not start (with its log).
+        """
+        if not self._start_server():
+            raise PgClusterError(f"the server did not start again:\n{self.log_tail()}")
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

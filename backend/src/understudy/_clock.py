@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -56,6 +57,16 @@ class ManualClock:
 
 async def wait_until(event: asyncio.Event, clock: Clock, deadline: float) -> None:
     """Return when `event` is set or `clock` reaches `deadline`, whichever comes first."""
+    if isinstance(clock, SystemClock):
+        # Wall-clock time needs no task per side: a timeout on this task's own wait (every
+        # command's request waits here once or twice).
+        delay = deadline - clock.now()
+        if event.is_set() or delay <= 0:
+            return
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await event.wait()
+        return
     waiter = asyncio.ensure_future(event.wait())
     sleeper = asyncio.ensure_future(clock.sleep_until(deadline))
     try:

@@ -136,6 +136,7 @@ class Metrics:
             ["actor"],
             registry=registry,
         )
+        self._event_children: dict[tuple[str, str], Counter] = {}
         for actor in ("tenant", "session"):  # present at 0, so an alert can watch the rate
             self._timer_errors.labels(actor)
         Info("understudy_build", "The running build.", registry=registry).info(build_labels())
@@ -148,7 +149,11 @@ class Metrics:
         """Count one telemetry record (already content-free)."""
         event = str(record["event"])
         outcome = record.get("outcome", "")
-        self._events.labels(event, _text(outcome)).inc()
+        key = (event, _text(outcome))
+        counter = self._event_children.get(key)
+        if counter is None:  # `labels()` checks and locks on every call; the child is stable
+            counter = self._event_children[key] = self._events.labels(*key)
+        counter.inc()
         if event == "lifecycle.transition":
             self._transitions.labels(
                 _text(record.get("from_state", "")), _text(record.get("to_state", ""))

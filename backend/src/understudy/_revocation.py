@@ -26,7 +26,7 @@ from understudy._connection import CLOSE_REVOKED
 from understudy._problems import ProblemError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from understudy._services import Services
 
@@ -37,21 +37,24 @@ CHECK_INTERVAL_S: Final = 1.0  # wall-clock; a revocation takes effect within ab
 class RevocationWatch:
     def __init__(self, services: Services) -> None:
         self.s = services
-        self._waits: dict[str, set[asyncio.Event]] = {}  # key digest -> events of its waits
+        # key digest -> what ends each of its waits
+        self._waits: dict[str, set[Callable[[], None]]] = {}
         self._version: object = None
         self._task: asyncio.Task[None] | None = None
 
     @contextlib.contextmanager
-    def key_waits(self, digest: str) -> Iterator[asyncio.Event]:
-        """An event set if the API key with this digest is revoked while the block runs."""
-        event = asyncio.Event()
-        self._waits.setdefault(digest, set()).add(event)
+    def key_waits(self, digest: str, revoked: Callable[[], None]) -> Iterator[None]:
+        """Call `revoked` if the API key with this digest is revoked while the block runs.
+
+        A callback, not an event: waiting on an event would take a task of its own per request.
+        """
+        self._waits.setdefault(digest, set()).add(revoked)
         try:
-            yield event
+            yield
         finally:
             waits = self._waits.get(digest)
             if waits is not None:
-                waits.discard(event)
+                waits.discard(revoked)
                 if not waits:
                     del self._waits[digest]
 
@@ -139,5 +142,5 @@ class RevocationWatch:
         for digest, waits in list(self._waits.items()):
             key_row = repos.api_keys.by_digest(digest)
             if key_row is None or key_row.revoked_at is not None:
-                for event in waits:
-                    event.set()
+                for end_wait in list(waits):
+                    end_wait()

@@ -23,6 +23,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from understudy._logs import log_config
 from understudy._problems import MEDIA_TYPE, PROBLEM_TYPE_BASE, TITLES
+from understudy.http._fast import FastCommands
 
 if TYPE_CHECKING:
     import asyncio
@@ -157,4 +158,5 @@ def server_config(app: Litestar, services: Services, **overrides: Any) -> uvicor
         **({"log_config": config} if (config := log_config(settings.log_format)) else {}),
         **overrides,
     }
-    return uvicorn.Config(app, **options)
+    # The command route's plain requests skip the framework (`http._fast`); the rest is the app.
+    return uvicorn.Config(FastCommands(app, services), **options)

@@ -10,6 +10,7 @@ programming error.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -115,6 +116,10 @@ class Telemetry:
         self._stream_id: tuple[int, int] | None = None  # its (device, inode)
         self._checked_at = -math.inf  # when the sink path was last compared with the stream
         self._pseudonyms: dict[tuple[str, str], str] = {}
+        self._codes: set[tuple[str, str]] = set()  # plain (field, string) pairs already checked
+        self._unflushed: TextIO | None = None  # the stream written since the last flush
+        self._ts_millis = -1  # the millisecond `_ts_text` formats
+        self._ts_text = ""
         self._counters: dict[tuple[str, str], int] = {}
         self._observers: list[Callable[[dict[str, FieldValue]], None]] = []
 
@@ -131,10 +136,7 @@ class Telemetry:
         """
         if event not in EVENTS:
             raise TelemetryFieldError(f"unknown telemetry event {event!r}; add it to EVENTS first")
-        record: dict[str, FieldValue] = {
-            "ts": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds"),
-            "event": event,
-        }
+        record: dict[str, FieldValue] = {"ts": self._timestamp(), "event": event}
         for name, value in sorted(fields.items()):
             record[name] = self._clean(name, value)
         outcome = record.get("outcome", "")
@@ -143,6 +145,17 @@ class Telemetry:
         for observer in self._observers:
             observer(record)
         self._write(record)
+
+    def _timestamp(self) -> str:
+        """The ``ts`` field: ISO 8601 to the millisecond, formatted once per millisecond (the
+        events of one command mostly share it)."""
+        millis = int(self._clock() * 1000)
+        if millis != self._ts_millis:
+            self._ts_millis = millis
+            self._ts_text = datetime.fromtimestamp(millis / 1000, UTC).isoformat(
+                timespec="milliseconds"
+            )
+        return self._ts_text
 
     def observe(self, observer: Callable[[dict[str, FieldValue]], None]) -> None:
         """Call `observer` with every record, after pseudonyms and checks (the metrics use it)."""
@@ -158,6 +171,8 @@ class Telemetry:
                     self._pseudonyms.clear()
                 cached = self._pseudonyms[(name, value)] = pseudonym(self._keys, name, value)
             return cached
+        if isinstance(value, str) and (name, value) in self._codes:
+            return value
         if name not in PLAIN_FIELDS:
             raise TelemetryFieldError(
                 f"telemetry field {name!r} is not allowed; allowed: "
@@ -170,6 +185,10 @@ class Telemetry:
             )
         if not isinstance(value, str | int):  # bool is an int
             raise TelemetryFieldError(f"telemetry field {name!r} takes a string, int or bool")
+        if isinstance(value, str):
+            if len(self._codes) >= _PSEUDONYM_CACHE:
+                self._codes.clear()
+            self._codes.add((name, value))
         return value
 
     def _write(self, record: dict[str, FieldValue]) -> None:
@@ -180,7 +199,23 @@ class Telemetry:
         line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
         stream = self._path_stream(sink) if isinstance(sink, Path) else sink
         stream.write(line)
-        stream.flush()
+        if self._unflushed is stream:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the CLI): at once
+            stream.flush()
+            return
+        # One flush (one write to the file) for every event of this loop iteration: a command
+        # reports several, each of them a system call otherwise.
+        self._flush()
+        self._unflushed = stream
+        loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        stream, self._unflushed = self._unflushed, None
+        if stream is not None and not stream.closed:
+            stream.flush()
 
     def _path_stream(self, path: Path) -> TextIO:
         """The open sink file, reopened when an operator has moved or removed it (rotation).
@@ -206,6 +241,7 @@ class Telemetry:
 
     def close(self) -> None:
         """Close the sink file, if one is open (the next event reopens it)."""
+        self._flush()
         stream, self._stream, self._stream_id = self._stream, None, None
         if stream is not None:
             stream.close()

@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from understudy._clock import SystemClock
 from understudy._problems import ProblemError
 
 if TYPE_CHECKING:
@@ -158,6 +159,10 @@ class Timer:
         self._failed = failed
         self._actor = actor
         self._task: asyncio.Task[None] | None = None
+        # On wall-clock time the timer waits as a loop timer and becomes a task only when due:
+        # it is re-armed after every turn, and a task per arming (then cancelled) costs a task,
+        # a sleep and a wake-up each time.
+        self._handle: asyncio.TimerHandle | None = None
         self._due: float | None = None
 
     @property
@@ -168,14 +173,27 @@ class Timer:
     def arm(self) -> None:
         """(Re)arm at the earliest due time; a timer already armed for it is left alone."""
         due = self._due_of()
-        if due == self._due and self._task is not None and not self._task.done():
+        armed = self._handle is not None or (self._task is not None and not self._task.done())
+        if due == self._due and armed:
             return
         self.disarm()
         if due is not None:
             self._due = due
-            self._task = asyncio.get_running_loop().create_task(self._fire_at(due))
+            loop = asyncio.get_running_loop()
+            if isinstance(self._clock, SystemClock):
+                delay = max(0.0, due - self._clock.now())
+                self._handle = loop.call_later(delay, self._start, due)
+            else:
+                self._task = loop.create_task(self._fire_at(due))
+
+    def _start(self, due: float) -> None:
+        self._handle = None
+        self._task = asyncio.get_running_loop().create_task(self._fire_at(due))
 
     def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
         if self._task is not None and self._task is not asyncio.current_task():
             self._task.cancel()
         self._task = None

@@ -284,8 +284,6 @@ class SessionAgent:
         until = min(row.admitted_at + within, row.deadline)
         event = self._events.setdefault(command_id, asyncio.Event())
         while True:
-            row = self.repos.commands.get(self.session_id, command_id)
-            assert row is not None  # noqa: S101
             if not CommandState(row.state).open:
                 return row
             if self.clock.now() >= until:
@@ -297,6 +295,8 @@ class SessionAgent:
                 return latest
             event.clear()
             await wait_until(event, self.clock, until)
+            row = self.repos.commands.get(self.session_id, command_id)
+            assert row is not None  # noqa: S101
 
     # -- frames from the extension -------------------------------------------------------------
 
@@ -628,9 +628,11 @@ class SessionAgent:
 
     def _next_due(self) -> float | None:
         """The earliest moment `_expire_due` has something to do."""
+        rows = self.repos.commands.open_commands(self.session_id)
+        if not rows:  # the common case after an outcome: no session read needed
+            return None
         session = self.repos.sessions.get(self.session_id)
         epoch = session.lease_epoch if session is not None else 0
-        rows = self.repos.commands.open_commands(self.session_id)
         # A command of an older lease epoch is due at once: its admission time has passed.
         return min(
             (r.admitted_at if r.lease_epoch < epoch else _due(r) for r in rows), default=None

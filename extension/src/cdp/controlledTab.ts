@@ -90,6 +90,10 @@ export class ControlledTab {
   private requested: { url: string; reason: string } | undefined;
   /** A main-frame document request was let through and no document committed since. */
   private continuedMainFrame = false;
+  /** Counts the signs that the page is opening a window or navigating (see `reactions`). */
+  private reactionCount = 0;
+  /** Child sessions of out-of-process frames: their own windows and navigations report there. */
+  private readonly outOfProcessFrames = new Set<string>();
 
   constructor(
     api: DebuggerApi,
@@ -133,6 +137,31 @@ export class ControlledTab {
     this.mainFrameId = frameTree?.frame?.id;
   }
 
+  /**
+   * How many signs the page gave so far that it opens a window or navigates: `Page.windowOpen`
+   * (Blink reports every new window there, `noopener` ones included, while the handler that
+   * opens it runs), `Page.frameRequestedNavigation` (in any disposition: a modifier click opens a
+   * tab without a `windowOpen`), a frame that started loading, a document request the guard
+   * held, a target attached, and the popups Chrome's tab events report (`noteReaction`). A write's
+   * settle window compares the count before and after it acted (SessionRuntime.settleWindow).
+   */
+  get reactions(): number {
+    return this.reactionCount;
+  }
+
+  /** A sign of a reaction reported outside CDP (a popup's tab event). */
+  noteReaction(): void {
+    this.reactionCount += 1;
+  }
+
+  /**
+   * Whether the tab holds a frame of another process: its windows and navigations are reported
+   * on that frame's own session, where the Page domain is off, so no count covers them.
+   */
+  get hasOutOfProcessFrames(): boolean {
+    return this.outOfProcessFrames.size > 0;
+  }
+
   setPolicy(policy: OriginPolicy): void {
     this.policy = policy;
   }
@@ -147,7 +176,17 @@ export class ControlledTab {
       case "Fetch.requestPaused":
         if (sessionId === undefined && isRequestPaused(params)) this.onRequestPaused(params);
         break;
+      case "Page.windowOpen":
+      case "Page.frameStartedLoading":
+        this.reactionCount += 1;
+        break;
+      case "Target.detachedFromTarget": {
+        const child = (params as { sessionId?: unknown }).sessionId;
+        if (typeof child === "string") this.outOfProcessFrames.delete(child);
+        break;
+      }
       case "Page.frameRequestedNavigation": {
+        this.reactionCount += 1;
         const requested = params as FrameRequestedNavigationParams;
         const isMain = requested.frameId === undefined || this.mainFrameId === undefined || requested.frameId === this.mainFrameId;
         const inThisTab = requested.disposition === undefined || requested.disposition === "currentTab";
@@ -158,7 +197,9 @@ export class ControlledTab {
         break;
       }
       case "Target.attachedToTarget":
+        this.reactionCount += 1;
         if (isAttachedToTarget(params)) {
+          if (params.targetInfo.type === "iframe") this.outOfProcessFrames.add(params.sessionId);
           // An out-of-process frame: its origin joins the fence before it is released (its
           // document request may not have paused here).
           const url = (params.targetInfo as { url?: unknown }).url;
@@ -211,6 +252,7 @@ export class ControlledTab {
   }
 
   private onRequestPaused(params: RequestPausedParams): void {
+    this.reactionCount += 1;
     const decision = decide(params, this.policy, this.mainFrameId);
     const isMainFrameDocument = (params.resourceType === undefined || params.resourceType === "Document") && (params.frameId === undefined || this.mainFrameId === undefined || params.frameId === this.mainFrameId);
     if (decision === "block") {

@@ -20,7 +20,7 @@ export interface RefTarget {
 }
 
 const REF_PATTERN = /^g(\d{1,9})e(\d{1,9})$/;
-const MAX_GENERATION = 999_999_999;
+export const MAX_GENERATION = 999_999_999;
 /** Clock-derived generations start here: no tab counts a million documents. */
 const CLOCK_FLOOR = 1_000_000;
 const GENERATION_CLOCK_SPAN = 900_000_000;

@@ -39,6 +39,8 @@ export interface TabsApi {
   activate(tabId: number): Promise<void>;
   /** Ids of every tab of the profile; only the popup fence uses it, to leave them all alone. */
   allIds(): Promise<number[]>;
+  /** Ids of the tabs showing exactly `url` (or about to: their pending URL). */
+  withUrl(url: string): Promise<number[]>;
   /** Tabs whose navigation is pending while the tab reports itself complete (stalled at start-up). */
   stalled(): Promise<{ readonly id: number; readonly pendingUrl: string }[]>;
   /** Loads `url` in the tab (used only to resume a stalled start-up navigation). */
@@ -64,6 +66,8 @@ export interface NavigationApi {
 export interface WindowsApi {
   /** Opens `about:blank` in a new unfocused window and returns its one tab. */
   createUnfocusedBlank(): Promise<TabSnapshot>;
+  /** Opens `url` (an about:blank URL) in a new unfocused window and returns its one tab. */
+  createUnfocused(url: string): Promise<TabSnapshot>;
 }
 
 /** A key-value storage area (chrome.storage.local, .session or .managed). */

@@ -20,6 +20,14 @@ function snapshot(tab: chrome.tabs.Tab): TabSnapshot | undefined {
   return result;
 }
 
+async function createUnfocused(url: string): Promise<TabSnapshot> {
+  const window = await chrome.windows.create({ focused: false, url });
+  const tab = window?.tabs?.[0];
+  const snap = tab === undefined ? undefined : snapshot(tab);
+  if (snap === undefined) throw new Error("chrome.windows.create returned no tab");
+  return snap;
+}
+
 function area(storageArea: chrome.storage.StorageArea): StorageArea {
   return {
     get: (keys) => storageArea.get<Record<string, unknown>>([...keys]),
@@ -68,6 +76,8 @@ export function realChrome(): ChromeFacade {
       },
       remove: (tabId) => chrome.tabs.remove(tabId),
       allIds: async () => (await chrome.tabs.query({})).flatMap((tab) => (tab.id === undefined ? [] : [tab.id])),
+      // about: URLs fit no match pattern, so every tab is listed and compared here.
+      withUrl: async (url) => (await chrome.tabs.query({})).flatMap((tab) => (tab.id !== undefined && (tab.url === url || tab.pendingUrl === url) ? [tab.id] : [])),
       stalled: async () =>
         (await chrome.tabs.query({ status: "complete" })).flatMap((tab) =>
           tab.id === undefined || tab.pendingUrl === undefined || tab.pendingUrl === "" ? [] : [{ id: tab.id, pendingUrl: tab.pendingUrl }],
@@ -97,13 +107,8 @@ export function realChrome(): ChromeFacade {
       },
     },
     windows: {
-      createUnfocusedBlank: async () => {
-        const window = await chrome.windows.create({ focused: false, url: "about:blank" });
-        const tab = window?.tabs?.[0];
-        const snap = tab === undefined ? undefined : snapshot(tab);
-        if (snap === undefined) throw new Error("chrome.windows.create returned no tab");
-        return snap;
-      },
+      createUnfocusedBlank: () => createUnfocused("about:blank"),
+      createUnfocused: (url) => createUnfocused(url),
     },
     storage: {
       local: area(chrome.storage.local),

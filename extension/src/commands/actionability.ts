@@ -14,12 +14,19 @@ import { callOnElement } from "./pageCall";
  * forever fails quickly instead of eating the command's deadline.
  */
 export const SETTLE_MAX_MS = 1_000;
-/** Consecutive animation frames over which the box must stay the same to count as settled. */
-export const STABLE_FRAMES = 2;
+/**
+ * Animation frames over which the box must stay the same to count as settled, counted from a
+ * sample taken when the check starts: 1 is Playwright's "stable" on Chromium (the same box over
+ * one frame), without waiting for a first frame before the first sample.
+ */
+export const STABLE_FRAMES = 1;
 
 /**
- * Samples the element's box once per animation frame until it stays the same for `frames`
- * consecutive frames. "stable", "moving" (still changing when `maxMs` ran out), "detached", or
+ * Samples the element's box at once and then once per animation frame until it stayed the same
+ * over `frames` consecutive frames. A CSS transition or animation has advanced by the next
+ * frame's callbacks, and a script animation that moves the element every frame has moved it by
+ * then too (its callback was queued before this one), so one frame tells a moving box from a
+ * resting one. "stable", "moving" (still changing when `maxMs` ran out), "detached", or
  * "unrendered" when the document is hidden or painted no frame at all in that time (nothing can
  * be judged, so the caller goes on as before this check existed).
  */
@@ -28,17 +35,21 @@ export const STABILITY_FUNCTION = `function (maxMs, frames) {
   // A hidden document (a session's tab behind another in its window) paints no frames; waiting
   // for some would only stall every click by maxMs.
   if (document.visibilityState !== "visible") return Promise.resolve("unrendered");
+  if (!el.isConnected) return Promise.resolve("detached");
+  const boxOf = () => {
+    const r = el.getBoundingClientRect();
+    return [r.x, r.y, r.width, r.height];
+  };
   return new Promise((resolve) => {
-    let last = null;
+    let last = boxOf();
     let same = 0;
     let sampled = 0;
     const timer = setTimeout(() => resolve(sampled === 0 ? "unrendered" : "moving"), maxMs);
     const step = () => {
       if (!el.isConnected) { clearTimeout(timer); resolve("detached"); return; }
-      const r = el.getBoundingClientRect();
-      const box = [r.x, r.y, r.width, r.height];
+      const box = boxOf();
       sampled += 1;
-      same = last !== null && box.every((v, i) => v === last[i]) ? same + 1 : 0;
+      same = box.every((v, i) => v === last[i]) ? same + 1 : 0;
       last = box;
       if (same >= frames) { clearTimeout(timer); resolve("stable"); return; }
       requestAnimationFrame(step);

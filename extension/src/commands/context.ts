@@ -8,6 +8,7 @@ import type { NavigationWatch } from "../cdp/navigationWatch";
 import type { RefTable, RefTarget } from "../cdp/refTable";
 import type { OriginPolicy } from "../config/origins";
 import { CommandError, StaleAuthorityError } from "../errors";
+import { elementObject } from "./pageCall";
 import type { SnapshotMemory } from "./snapshotMemory";
 import type { BlockedNavigation, Capability, TabInfo, WritePreview, WriteResult } from "@understudy/protocol";
 
@@ -31,6 +32,8 @@ export interface CommandContext {
   watchNavigation(): NavigationWatch;
   /** The stopped navigation whose block page the tab shows now, if any. */
   blockedPage(): BlockedNavigation | undefined;
+  /** This command's resolved elements: backendNodeId -> remote object, per document (pageCall.ts). */
+  readonly objects?: Map<number, { readonly objectId: string; readonly generation: number }>;
 }
 
 /** What a write reports beyond the tab afterwards (`select_text`: what it selected). */
@@ -43,11 +46,14 @@ export interface WritePlan {
   act(): Promise<WriteReport | undefined | void>;
 }
 
-/** Resolves a ref and checks that its node still exists in the document. */
+/**
+ * Resolves a ref and checks that its node still exists in the document. The check is the node's
+ * `DOM.resolveNode`, whose object the command's calls on the element then reuse (pageCall.ts).
+ */
 export async function resolveTarget(ctx: CommandContext, ref: string): Promise<RefTarget> {
   const target = ctx.refs.resolve(ref);
   try {
-    await ctx.cdp.send("DOM.describeNode", { backendNodeId: target.backendNodeId });
+    await elementObject(ctx, target.backendNodeId);
   } catch (error) {
     if (error instanceof StaleAuthorityError) throw error;
     throw new CommandError("ref_not_found", `The element of ref ${ref} is gone from the page; take a new snapshot and use its refs.`);

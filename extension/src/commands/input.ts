@@ -93,46 +93,58 @@ export const TYPE_DEADLINE_RESERVE_MS = 1_500;
 /** Characters a key of a US keyboard produces: printable ASCII. */
 const KEYED_CHARACTER = /^[\x20-\x7e]$/;
 
+/** Characters whose events are sent together before the deadline is looked at again. */
+export const TYPE_CHUNK_CHARACTERS = 16;
+
 /**
  * Types `text` a key press per character, as a person would: keyDown with the character's text
  * (Chromium then fires keydown, keypress, beforeinput and input) and keyUp. Characters no key
  * produces (emoji, CJK, accented letters) reach the page as an input method delivers them, a
  * text insertion with input events and no key events; so do control characters such as "\n",
  * which as text never press Enter (and submit a form) by surprise: `submit` does that.
+ *
+ * The events of up to `TYPE_CHUNK_CHARACTERS` characters are sent together rather than each
+ * after the previous one's answer: the debugger session delivers them in order and the browser
+ * queues input for the page, so the page sees the same events in the same order; only the waits
+ * for each acknowledgement overlap.
  */
 async function typeByKeys(ctx: CommandContext, text: string): Promise<void> {
   const characters = [...text];
   let typed = 0;
-  let pending = "";
-  const flush = async (): Promise<void> => {
-    if (pending === "") return;
-    await ctx.cdp.send("Input.insertText", { text: pending });
-    pending = "";
-  };
-  for (const character of characters) {
+  while (typed < characters.length) {
     // A key press costs a few milliseconds (two CDP round trips), so long text can outlast the
     // command: stop in time to answer a durable failure that says how far typing got, rather
     // than run past the deadline into an unknown outcome.
     if (ctx.deadlineMs - ctx.now() < TYPE_DEADLINE_RESERVE_MS) {
-      await flush();
       throw new CommandError(
         "deadline_exceeded",
         `Typed ${typed} of ${characters.length} characters before the command's deadline; the field holds the text up to there. ` +
           'Key-by-key typing takes a few milliseconds a character: send long text with delivery "insert" (or fill), or type the rest in shorter pieces.',
       );
     }
-    typed += 1;
-    const definition = KEYED_CHARACTER.test(character) ? keyDefinition(character) : undefined;
-    if (definition?.text === undefined) {
-      pending += character;
-      continue;
+    const chunk = characters.slice(typed, typed + TYPE_CHUNK_CHARACTERS);
+    const sends: Promise<unknown>[] = [];
+    let pending = "";
+    const flush = (): void => {
+      if (pending === "") return;
+      sends.push(ctx.cdp.send("Input.insertText", { text: pending }));
+      pending = "";
+    };
+    for (const character of chunk) {
+      const definition = KEYED_CHARACTER.test(character) ? keyDefinition(character) : undefined;
+      if (definition?.text === undefined) {
+        pending += character;
+        continue;
+      }
+      flush();
+      const base = { key: definition.key, code: definition.code, windowsVirtualKeyCode: definition.keyCode, modifiers: 0 };
+      sends.push(ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyDown", text: definition.text, unmodifiedText: definition.text }));
+      sends.push(ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyUp" }));
     }
-    await flush();
-    const base = { key: definition.key, code: definition.code, windowsVirtualKeyCode: definition.keyCode, modifiers: 0 };
-    await ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyDown", text: definition.text, unmodifiedText: definition.text });
-    await ctx.cdp.send("Input.dispatchKeyEvent", { ...base, type: "keyUp" });
+    flush();
+    await Promise.all(sends);
+    typed += chunk.length;
   }
-  await flush();
 }
 
 /** How `type` hands its text to the page; chosen (and an unknown choice refused) before acting. */

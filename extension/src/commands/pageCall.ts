@@ -1,6 +1,7 @@
 /**
- * Calls a function on one element of the page (DOM.resolveNode + Runtime.callFunctionOn), with
- * its arguments passed as CDP call arguments, never spliced into script text.
+ * Calls a function on one element of the page (DOM.resolveNode, once per node and command, then
+ * Runtime.callFunctionOn), with its arguments passed as CDP call arguments, never spliced into
+ * script text.
  */
 import { CommandError } from "../errors";
 import type { CommandContext } from "./context";
@@ -12,6 +13,25 @@ export interface CallOptions {
   readonly objectArguments?: readonly string[];
 }
 
+/**
+ * The element's remote object for `Runtime.callFunctionOn`. One command resolves a node once
+ * (`DOM.resolveNode`) and reuses the object for its later calls on that node, while the tab shows
+ * the same document: a click's existence check, stability wait and hit test are one resolve, not
+ * three. The cache lives in the command's context, so no command sees another's objects.
+ */
+export async function elementObject(ctx: CommandContext, backendNodeId: number): Promise<string> {
+  const generation = ctx.refs.generation;
+  const cached = ctx.objects?.get(backendNodeId);
+  if (cached !== undefined && cached.generation === generation) return cached.objectId;
+  const resolved = await ctx.cdp.send<{ object?: { objectId?: string } }>("DOM.resolveNode", { backendNodeId });
+  const objectId = resolved.object?.objectId;
+  if (objectId === undefined) {
+    throw new CommandError("element_not_interactable", "The element cannot be reached from script; take a new snapshot.");
+  }
+  ctx.objects?.set(backendNodeId, { objectId, generation });
+  return objectId;
+}
+
 /** Runs `functionDeclaration` with `this` bound to the element; returns its value by value. */
 export async function callOnElement(
   ctx: CommandContext,
@@ -20,11 +40,7 @@ export async function callOnElement(
   args: readonly unknown[],
   options: CallOptions = {},
 ): Promise<unknown> {
-  const resolved = await ctx.cdp.send<{ object?: { objectId?: string } }>("DOM.resolveNode", { backendNodeId });
-  const objectId = resolved.object?.objectId;
-  if (objectId === undefined) {
-    throw new CommandError("element_not_interactable", "The element cannot be reached from script; take a new snapshot.");
-  }
+  const objectId = await elementObject(ctx, backendNodeId);
   const response = await ctx.cdp.send<{ result?: { value?: unknown }; exceptionDetails?: unknown }>("Runtime.callFunctionOn", {
     objectId,
     functionDeclaration,

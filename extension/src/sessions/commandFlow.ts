@@ -4,7 +4,8 @@
  * Read: queue → run → `read_result`.
  * Write: `write_prepare` → persist prepared → `write_ready`; `write_grant` → queue → resolve and
  * check (reads only) → persist started → one CDP operation → persist completed_unacked → `result`;
- * `result_ack` → drop. After the operation a settle window attributes what the page did in
+ * `result_ack` → drop (from memory at once; storage follows with the journal's next write, see
+ * writeJournal.ts). After the operation a settle window attributes what the page did in
  * response and the extension stopped (a navigation, a popup) to the write's result; a `wait_for`
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever

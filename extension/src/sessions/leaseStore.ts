@@ -17,7 +17,10 @@ export interface LeaseRecord {
   readonly mode: SessionMode;
   /** The session's allowed origins; absent when the session sets none (attended). */
   readonly allowedOrigins?: readonly string[];
-  /** The ref generation last in force, so a restarted runtime never reuses it. */
+  /**
+   * At least the ref generation last in force (a ceiling recorded ahead, see
+   * SessionRuntime.recordGeneration), so a restarted runtime, which starts above it, never reuses one.
+   */
   readonly generation: number;
   readonly browserEpoch: string;
 }

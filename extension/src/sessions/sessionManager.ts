@@ -22,7 +22,7 @@ import type {
 import type { LeaseRecord } from "./leaseStore";
 import type { RuntimeDeps } from "./runtimeDeps";
 import { type RuntimeView, SessionRuntime } from "./sessionRuntime";
-import { SpareWindow, observeFirstFrame } from "./spareWindow";
+import { SPARE_URL, SpareWindow, UNMARK_EXPRESSION, observeFirstFrame } from "./spareWindow";
 
 export interface ManagerDeps extends RuntimeDeps {
   /** Whether the device is enabled (provisioning and attaching are refused otherwise). */
@@ -92,6 +92,7 @@ export class SessionManager {
       log: deps.log,
       browserEpoch: () => deps.browserEpoch(),
       wanted: () => deps.enabled() && (deps.spareWanted?.() ?? false),
+      isControlled: (tabId) => this.byTab.has(tabId),
       ...(deps.spareReopenDelayMs === undefined ? {} : { reopenDelayMs: deps.spareReopenDelayMs }),
     });
     chrome.debugger.onEvent((target, method, params) => {
@@ -120,6 +121,7 @@ export class SessionManager {
         fence.spare(tab.id).catch(() => undefined);
         return;
       }
+      if (tab.openerTabId !== undefined) this.byTab.get(tab.openerTabId)?.tab.noteReaction();
       chrome.tabs.remove(tab.id).catch(() => {
         deps.log.warn("popup_close_failed");
       });
@@ -254,7 +256,9 @@ export class SessionManager {
         generation: 1,
         browserEpoch: this.deps.browserEpoch(),
       };
-      this.index(await SessionRuntime.start(this.deps, record, false, stored));
+      // The spare's mark goes before the session sees its tab (see spareWindow.ts).
+      const marked = tab.url === SPARE_URL || tab.pendingUrl === SPARE_URL;
+      this.index(await SessionRuntime.start(this.deps, record, false, stored, marked ? [UNMARK_EXPRESSION] : []));
       return { ...base, outcome: "provisioned", tabId: tab.id };
     } catch {
       this.deps.log.warn("provision_failed");

@@ -7,7 +7,7 @@
 import { ControlledTab, type DialogOpeningParams } from "../cdp/controlledTab";
 import { NavigationWatch } from "../cdp/navigationWatch";
 import type { AuthorityCheck } from "../cdp/cdpSession";
-import { firstGeneration } from "../cdp/refTable";
+import { MAX_GENERATION, firstGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
 import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
@@ -35,6 +35,17 @@ import { SerialChain } from "./serialChain";
 import { journalKey } from "./writeJournal";
 
 const MAX_TAB_URL = 8192;
+/**
+ * Ref generations the lease record covers ahead of the current one: a restarted runtime starts
+ * above the record, so above every generation handed out, and a tab writes its lease record once
+ * per this many documents instead of on each.
+ */
+export const GENERATION_RESERVE = 16;
+
+/** The ceiling a lease record holds for a tab at `generation`. */
+function reserveAbove(generation: number): number {
+  return Math.min(generation + GENERATION_RESERVE - 1, MAX_GENERATION);
+}
 const MAX_TAB_TITLE = 4096;
 const MAX_DIALOG_TEXT = 4096;
 /** The hello's tab lookup gets as long as a read. */
@@ -67,6 +78,11 @@ export class SessionRuntime implements CommandHost {
   /** Pending `ticket_request` after the session socket dropped, and how many were sent in a row. */
   private ticketRetry: ReturnType<typeof setTimeout> | undefined;
   private ticketRequests = 0;
+  /** `tab.reactions` when the current command's attribution window opened (see `settleWindow`). */
+  private reactionsAtOpen: number | undefined;
+  /** The generation the lease record covers (or will, once `reserving` is done). */
+  private reservedGeneration: number;
+  private reserving: Promise<void> = Promise.resolve();
   /** Lease-record changes, one at a time (see `persist`). */
   private readonly persisting = new SerialChain();
 
@@ -75,6 +91,7 @@ export class SessionRuntime implements CommandHost {
     private readonly deps: RuntimeDeps,
   ) {
     const area = deps.chrome.storage.session;
+    this.reservedGeneration = record.generation;
     this.flow = new CommandFlow(this, area, record.sessionId, deps.log);
     this.outbox = new DialogOutbox(area, record.sessionId);
     this.blocked = new BlockedNavigations({
@@ -107,16 +124,7 @@ export class SessionRuntime implements CommandHost {
         },
         onNewDocument: (generation, isErrorPage) => {
           this.blocked.documentCommitted(isErrorPage);
-          // Refs of this generation wait for it to be recorded (see refTable.ts).
-          this.persist((current) => ({ ...current, generation })).then(
-            () => {
-              this.tab.refs.recorded(generation);
-            },
-            () => {
-              deps.log.warn("lease_persist_failed");
-              this.tab.refs.recorded(generation);
-            },
-          );
+          this.recordGeneration(generation);
         },
       },
       deps.log,
@@ -148,6 +156,8 @@ export class SessionRuntime implements CommandHost {
     record: LeaseRecord,
     restored: boolean,
     stored: Promise<Record<string, unknown>> = SessionRuntime.readStored(deps, record.sessionId),
+    /** Expressions evaluated in the tab alongside the set-up calls (the spare's unmark); their failure fails nothing. */
+    alongside: readonly string[] = [],
   ): Promise<SessionRuntime> {
     const generation = restored ? record.generation + 1 : firstGeneration(record.leaseEpoch, deps.now());
     const runtime = new SessionRuntime({ ...record, generation }, deps);
@@ -155,7 +165,19 @@ export class SessionRuntime implements CommandHost {
     await runtime.flow.load(items);
     await runtime.outbox.load(items);
     await runtime.tab.attach();
-    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), runtime.persist((current) => current)]);
+    const ceiling = reserveAbove(generation);
+    runtime.reservedGeneration = ceiling;
+    const persisting = runtime.persist((current) => ({ ...current, generation: ceiling }));
+    runtime.reserving = persisting.then(
+      () => undefined,
+      () => undefined,
+    );
+    const evaluated = alongside.map((expression) =>
+      runtime.tab.cdp.sendUnchecked("Runtime.evaluate", { expression }).catch(() => {
+        deps.log.warn("tab_evaluate_failed");
+      }),
+    );
+    const [setUp, persisted] = await Promise.allSettled([runtime.tab.setUp(), persisting, ...evaluated]);
     if (setUp.status === "rejected") {
       if (persisted.status === "fulfilled") {
         await deps.leases.remove(record.leaseId).catch(() => {
@@ -262,11 +284,13 @@ export class SessionRuntime implements CommandHost {
       },
       watchNavigation: () => new NavigationWatch(this.tab.cdp),
       blockedPage: () => this.blocked.showing,
+      objects: new Map(),
     };
   }
 
   /** A popup of this tab was closed: record it for the caller. */
   popupBlocked(url: string): void {
+    this.tab.noteReaction();
     this.blocked.record("popup", url, "popup");
   }
 
@@ -274,9 +298,12 @@ export class SessionRuntime implements CommandHost {
    * The settle window after a write acted: what the page does in response (a navigation it
    * starts, a redirect, a popup) is attributed to the command. Unless `kind` is `none`, the page's
    * task queue first runs what was scheduled with no delay; an `activation` then waits
-   * `BLOCK_SETTLE_MS` for the browser's reports of what its handlers did; every write then waits
-   * while a main-frame navigation is still undecided. Never past `BLOCK_SETTLE_MAX_MS` or the
-   * command's deadline.
+   * `BLOCK_SETTLE_MS` for the browser's reports of what its handlers did, unless the page gave no
+   * sign of a reaction since the command's window opened (`ControlledTab.reactions`: no window
+   * opened, no navigation requested or started, no target attached, and no frame of another
+   * process whose signs this tab cannot see), in which case there is nothing to wait for; every
+   * write then waits while a main-frame navigation is still undecided. Never past
+   * `BLOCK_SETTLE_MAX_MS` or the command's deadline.
    */
   async settleWindow(deadlineMs: number, kind: SettleKind): Promise<void> {
     const started = this.deps.now();
@@ -288,9 +315,14 @@ export class SessionRuntime implements CommandHost {
     const settleMs = this.deps.settleMs ?? BLOCK_SETTLE_MS;
     if (kind !== "none" && settleMs > 0) {
       await Promise.race([this.pageTaskRoundTrip(), sleep(Math.min(BLOCK_SETTLE_PAGE_MS, until - started))]);
-      if (kind === "activation") await sleep(Math.min(settleMs, until - this.deps.now()));
+      if (kind === "activation" && this.pageReacted()) await sleep(Math.min(settleMs, until - this.deps.now()));
     }
     while (this.tab.navigationInFlight && this.deps.now() < until && !this.closed) await sleep(Math.min(BLOCK_SETTLE_POLL_MS, until - this.deps.now()));
+  }
+
+  /** Whether the page gave a sign of opening a window or navigating since the window opened. */
+  private pageReacted(): boolean {
+    return this.tab.hasOutOfProcessFrames || this.reactionsAtOpen === undefined || this.tab.reactions !== this.reactionsAtOpen;
   }
 
   /** Resolves once the page ran a zero-delay task queued now; a page that navigated or hangs ends it too. */
@@ -305,16 +337,40 @@ export class SessionRuntime implements CommandHost {
   /** Runs `task` with stops attributed to `commandId`; returns its value and those stops. */
   async attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
     this.blocked.open(commandId);
+    this.reactionsAtOpen = this.tab.reactions;
     try {
       const value = await task();
       return { value, blocked: this.blocked.close() };
     } finally {
       this.blocked.close();
+      this.reactionsAtOpen = undefined;
     }
   }
 
   now(): number {
     return this.deps.now();
+  }
+
+  /**
+   * Refs of a new document's generation wait until the lease record covers it (see refTable.ts).
+   * The record holds a ceiling `GENERATION_RESERVE` generations ahead, so only the document that
+   * passes it costs a lease write (while the page loads, when storage answers slowest); the others
+   * are covered by the write already made, once it is done.
+   */
+  private recordGeneration(generation: number): void {
+    const recorded = (): void => {
+      this.tab.refs.recorded(generation);
+    };
+    if (generation <= this.reservedGeneration) {
+      this.reserving.then(recorded, recorded);
+      return;
+    }
+    const ceiling = reserveAbove(generation);
+    this.reservedGeneration = ceiling;
+    this.reserving = this.persist((current) => ({ ...current, generation: Math.max(current.generation, ceiling) })).catch(() => {
+      this.deps.log.warn("lease_persist_failed");
+    });
+    this.reserving.then(recorded, recorded);
   }
 
   /** Opens the session socket with a ticket from the device socket. */

@@ -15,12 +15,17 @@
  * - closed when the device is disabled, unenrolled or revoked;
  * - its ids live in chrome.storage.session, so a restarted service worker adopts it rather than
  *   leaving it behind. That area clears with the browser epoch, and tab ids change with it: after
- *   a browser restart no spare is known. Chrome's session restore ("continue where you left off",
- *   or restoring after a crash) brings the spare back as an ordinary about:blank window (measured,
- *   tests/e2e/test_browser_restart.py), which the extension then leaves alone like every tab
- *   Chrome restored, the previous epoch's session tabs included. Nothing tells it apart from a
- *   person's blank window: Chromium headless ignores the `left`/`top` asked of windows.create
- *   (measured), so a position cannot mark it.
+ *   a browser restart no spare is known;
+ * - it opens on `SPARE_URL` (about:blank with a fragment of its own: the same empty document, no
+ *   request, no extra process), so one that Chrome's session restore ("continue where you left
+ *   off", or restoring after a crash) brings back after a browser restart is recognised by its URL
+ *   and closed (tests/e2e/test_browser_restart.py), while every other tab Chrome restored, the
+ *   previous epoch's session tabs and a person's blank windows included, is left alone. Strays
+ *   are looked for when the worker starts, before a spare opens, and when a tab shows that URL
+ *   while no spare of this worker is opening. The provision that takes the spare drops the
+ *   fragment (`history.replaceState`, no navigation) before the session sees its tab, so a session
+ *   starts on plain about:blank as before. (A position cannot mark it: Chromium headless ignores
+ *   the `left`/`top` asked of windows.create, measured.)
  */
 import type { ChromeFacade, TabSnapshot } from "../chrome/facade";
 import type { Logger } from "../log";
@@ -28,6 +33,12 @@ import type { SocketLike } from "../net/socket";
 import { SerialChain } from "./serialChain";
 
 export const SPARE_KEY = "spareWindow";
+
+/** Where the spare opens: an empty about:blank document that only a spare shows (see above). */
+export const SPARE_URL = "about:blank#understudy-spare";
+
+/** Drops the spare's fragment in the page, keeping its one history entry: the session sees about:blank. */
+export const UNMARK_EXPRESSION = 'history.replaceState(null, "", "about:blank")';
 
 /** What chrome.storage.session holds about the spare. */
 export interface SpareRecord {
@@ -42,6 +53,8 @@ export interface SpareDeps {
   browserEpoch(): string;
   /** Whether a spare should exist now (the device is enrolled, enabled and not revoked). */
   wanted(): boolean;
+  /** Whether a session controls the tab (a lease restored on it, or one being provisioned). */
+  isControlled(tabId: number): boolean;
   /** How long after a provision the next spare opens; SPARE_REOPEN_DELAY_MS when absent. */
   readonly reopenDelayMs?: number;
 }
@@ -119,6 +132,8 @@ export class SpareWindow {
   private heldOff = false;
   private readonly writes = new SerialChain();
   private reopenTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Spares handed to a provision: a session's tab from then on, never a stray. */
+  private readonly handedOut = new Set<number>();
 
   constructor(private readonly deps: SpareDeps) {
     deps.chrome.tabs.onRemoved((tabId) => {
@@ -126,7 +141,13 @@ export class SpareWindow {
       this.giveUp("spare_window_closed_by_user");
     });
     deps.chrome.tabs.onUrlChanged((tabId, url) => {
-      if (this.ready?.id !== tabId || url === "about:blank") return;
+      if (url === SPARE_URL && this.ready?.id !== tabId) {
+        // A spare an earlier browser run left, restored by Chrome (or one of ours still opening:
+        // left to the sweep before the next spare opens).
+        if (this.opening === undefined) this.closeStray(tabId).catch(() => undefined);
+        return;
+      }
+      if (this.ready?.id !== tabId || isBlank(url)) return;
       // Someone (a person) navigated it: the tab has history now and is theirs to keep.
       this.giveUp("spare_window_navigated_by_user");
     });
@@ -143,14 +164,32 @@ export class SpareWindow {
    */
   async restore(controlled: (tabId: number) => boolean): Promise<void> {
     const stored = (await this.deps.chrome.storage.session.get([SPARE_KEY]))[SPARE_KEY] as SpareRecord | undefined;
-    if (stored === undefined) return;
-    const tab = stored.browserEpoch === this.deps.browserEpoch() && !controlled(stored.tabId) ? await this.deps.chrome.tabs.get(stored.tabId) : undefined;
-    if (tab !== undefined && this.ready === undefined && isUntouched(tab)) {
-      this.ready = tab;
-      return;
+    if (stored !== undefined) {
+      const tab = stored.browserEpoch === this.deps.browserEpoch() && !controlled(stored.tabId) ? await this.deps.chrome.tabs.get(stored.tabId) : undefined;
+      if (tab !== undefined && this.ready === undefined && isUntouched(tab)) {
+        this.ready = tab;
+      } else {
+        // Taken by a provision just before the worker stopped, closed, or navigated: not ours to touch.
+        await this.persist(undefined);
+      }
     }
-    // Taken by a provision just before the worker stopped, closed, or navigated: not ours to touch.
-    await this.persist(undefined);
+    await this.sweep();
+  }
+
+  /**
+   * Closes the spares an earlier browser run left (restored by Chrome): tabs on `SPARE_URL` that
+   * are neither the ready spare nor a session's. Only while no spare of this worker is opening.
+   */
+  async sweep(): Promise<void> {
+    if (this.opening !== undefined) return;
+    const strays = (await this.deps.chrome.tabs.withUrl(SPARE_URL)).filter((id) => id !== this.ready?.id);
+    await Promise.all(strays.map((id) => this.closeStray(id)));
+  }
+
+  private async closeStray(tabId: number): Promise<void> {
+    if (this.ready?.id === tabId || this.handedOut.has(tabId) || this.deps.isControlled(tabId) || this.closing.has(tabId)) return;
+    this.deps.log.info("spare_window_left_from_earlier_run_closed");
+    await this.removeTab(tabId);
   }
 
   /** Opens a spare a little later (after a provision took one): see SPARE_REOPEN_DELAY_MS. */
@@ -166,7 +205,9 @@ export class SpareWindow {
   ensure(): void {
     if (this.ready !== undefined || this.opening !== undefined || this.heldOff || !this.deps.wanted()) return;
     const generation = this.generation;
-    const opening = this.open(generation);
+    const opening = this.sweep()
+      .catch(() => undefined)
+      .then(() => this.open(generation));
     this.opening = opening;
     opening
       .catch(() => undefined)
@@ -185,6 +226,7 @@ export class SpareWindow {
     const spare = this.ready;
     if (spare !== undefined) {
       this.ready = undefined;
+      this.handedOut.add(spare.id);
       // Not awaited: a record naming a leased tab is dropped by `restore`, which skips leased tabs.
       this.persist(undefined).catch(() => undefined);
       const now = await this.deps.chrome.tabs.get(spare.id);
@@ -208,7 +250,7 @@ export class SpareWindow {
   private async open(generation: number): Promise<TabSnapshot | undefined> {
     let tab: TabSnapshot;
     try {
-      tab = await this.deps.chrome.windows.createUnfocusedBlank();
+      tab = await this.deps.chrome.windows.createUnfocused(SPARE_URL);
     } catch {
       this.deps.log.warn("spare_window_open_failed");
       return undefined;
@@ -246,8 +288,12 @@ export class SpareWindow {
   }
 }
 
-/** As `chrome.windows.create` left it: `about:blank` (committed or about to be), nothing else pending. */
+/** The spare's own URL, or the empty document before it. */
+function isBlank(url: string | undefined): boolean {
+  return url === undefined || url === "" || url === "about:blank" || url === SPARE_URL;
+}
+
+/** As `chrome.windows.create` left it: `SPARE_URL` (committed or about to be), nothing else pending. */
 function isUntouched(tab: TabSnapshot): boolean {
-  const blank = (url: string | undefined): boolean => url === undefined || url === "" || url === "about:blank";
-  return tab.url === "about:blank" && blank(tab.pendingUrl);
+  return (tab.url === SPARE_URL || tab.pendingUrl === SPARE_URL) && isBlank(tab.url) && isBlank(tab.pendingUrl);
 }

@@ -7,6 +7,14 @@
  *   prepared --grant refused before any action (bad ref, dry run)--> completed_unacked
  *
  * An entry never stores a command's arguments, so neither text nor a secret reaches storage.
+ *
+ * Every move towards running a write is in storage before the caller goes on (`prepared` before
+ * `write_ready`, `started` before the first input, `completed_unacked` before the result). A drop
+ * is not: memory forgets the entry at once and storage follows with the journal's next write, or
+ * `JOURNAL_DROP_FLUSH_MS` later when none comes, so an acknowledgement costs no storage write of
+ * its own on a busy session. A drop lost to a worker stop only keeps an entry longer: the next
+ * hello reports it, the backend answers a replayed result with another `result_ack`, a
+ * preparation with `cancel`, a started entry with `unknown` again (see `_write_protocol.py`).
  */
 import type { StorageArea } from "../chrome/facade";
 import { WRITE_JOURNAL_MAX_ENTRIES } from "../constants";
@@ -46,6 +54,9 @@ export class JournalFullError extends Error {
   override readonly name = "JournalFullError";
 }
 
+/** How long a drop waits for another journal write to carry it before it is written alone. */
+export const JOURNAL_DROP_FLUSH_MS = 250;
+
 export function journalKey(sessionId: string): string {
   return `journal:${sessionId}`;
 }
@@ -53,6 +64,9 @@ export function journalKey(sessionId: string): string {
 export class WriteJournal {
   private entries: JournalEntry[] = [];
   private readonly chain = new SerialChain();
+  /** Memory dropped entries that storage still holds (see the module comment). */
+  private dirty = false;
+  private flushTimer: ReturnType<typeof setTimeout> | undefined;
 
   constructor(
     private readonly area: StorageArea,
@@ -101,21 +115,52 @@ export class WriteJournal {
     return this.transition(commandId, "completed_unacked", outcome);
   }
 
-  /** Drops entries (acknowledged results, cancelled preparations, writes declared unknown). */
-  async drop(commandIds: readonly string[]): Promise<void> {
+  /**
+   * Drops entries (acknowledged results, cancelled preparations, writes declared unknown) from
+   * memory; storage follows later (see the module comment). Resolves once memory dropped them.
+   */
+  drop(commandIds: readonly string[]): Promise<void> {
     const ids = new Set(commandIds);
-    await this.mutate((entries) => {
-      const kept = entries.filter((e) => !ids.has(e.commandId));
-      return { entries: kept.length === entries.length ? entries : kept, entry: undefined };
+    return this.chain.run(() => {
+      const kept = this.entries.filter((e) => !ids.has(e.commandId));
+      if (kept.length === this.entries.length) return Promise.resolve();
+      this.entries = kept;
+      this.dirty = true;
+      this.flushTimer ??= setTimeout(() => {
+        this.flushTimer = undefined;
+        this.flush().catch(() => undefined); // kept dirty: the next write or flush carries it
+      }, JOURNAL_DROP_FLUSH_MS);
+      return Promise.resolve();
+    });
+  }
+
+  /** Writes drops that storage does not hold yet. */
+  flush(): Promise<void> {
+    return this.chain.run(async () => {
+      if (this.dirty) await this.write(this.entries);
     });
   }
 
   /** Removes the whole journal (the lease ended). */
   async clear(): Promise<void> {
+    this.cancelFlush();
     await this.chain.run(async () => {
       this.entries = [];
+      this.dirty = false;
       await this.area.remove([journalKey(this.sessionId)]);
     });
+  }
+
+  private cancelFlush(): void {
+    if (this.flushTimer !== undefined) clearTimeout(this.flushTimer);
+    this.flushTimer = undefined;
+  }
+
+  /** Puts `entries` in storage, carrying any pending drop. */
+  private async write(entries: JournalEntry[]): Promise<void> {
+    await this.area.set({ [journalKey(this.sessionId)]: entries });
+    this.dirty = false;
+    this.cancelFlush();
   }
 
   private transition(commandId: string, to: JournalState, outcome?: StoredOutcome): Promise<JournalEntry> {
@@ -134,16 +179,16 @@ export class WriteJournal {
   }
 
   /**
-   * Applies `change` to the entries. A change that returns the same array (a repeated prepare, a
-   * drop of absent ids) writes nothing: once loaded, memory holds only what storage holds, so
-   * storage already has it.
+   * Applies `change` to the entries. A change that returns the same array (a repeated prepare)
+   * writes nothing: once loaded, memory holds what storage holds but for drops not yet written,
+   * and a drop is never needed in storage before the caller goes on.
    */
   private mutate<T>(change: (entries: JournalEntry[]) => { entries: JournalEntry[]; entry: T }): Promise<T> {
     return this.chain.run(async () => {
       const { entries, entry } = change(this.entries);
       if (entries === this.entries) return entry;
       // Persist first; memory follows only once storage holds the new state.
-      await this.area.set({ [journalKey(this.sessionId)]: entries });
+      await this.write(entries);
       this.entries = entries;
       return entry;
     });

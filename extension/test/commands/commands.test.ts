@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
 
+import { TYPE_CHUNK_CHARACTERS } from "../../src/commands/input";
+
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 import { installLoginPage, read, refOf, write } from "../fakes/page";
@@ -110,24 +112,51 @@ describe("input commands", () => {
     expect(h.chrome.callsOf("Input.dispatchKeyEvent")).toEqual([]);
   });
 
+  it("sends a chunk's key events in order without waiting for each answer", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "textbox", "Email");
+    const answers: (() => void)[] = [];
+    h.chrome.handlers.set("Input.dispatchKeyEvent", () => new Promise((resolve) => answers.push(() => resolve({}))));
+    const pending = write(session, { name: "type", ref, text: "abc" });
+    await settle();
+    // Every event is out before the browser answered the first one.
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").map((c) => `${String(c.params.type)}:${String(c.params.key)}`)).toEqual([
+      "keyDown:a",
+      "keyUp:a",
+      "keyDown:b",
+      "keyUp:b",
+      "keyDown:c",
+      "keyUp:c",
+    ]);
+    expect(session.framesOf("result")).toEqual([]);
+    for (const answer of answers) answer();
+    await pending;
+    await settle();
+    expect(session.framesOf("result")).toEqual([expect.objectContaining({ outcome: "succeeded" })]);
+  });
+
   it("stops typing in time to fail deadline_exceeded, saying how far it got", async () => {
-    // The clock stands 3 s before the grant's deadline, and every key press takes a second.
-    let clock = Date.parse(FUTURE) - 3_000;
+    // The clock stands 3.5 s before the grant's deadline, and every key press takes 100 ms: the
+    // first chunk of 16 characters leaves 2 s, the second 0.4 s, less than the reserve.
+    let clock = Date.parse(FUTURE) - 3_500;
     const h = makeHarness({ now: () => clock });
     enroll(h.store);
     installLoginPage(h.chrome);
     const device = await connectDevice(h);
     const { session } = await provision(h, device, LEASE_A, ["https://example.com"]);
     h.chrome.handlers.set("Input.dispatchKeyEvent", (params) => {
-      if (params.type === "keyDown") clock += 1_000;
+      if (params.type === "keyDown") clock += 100;
       return {};
     });
     const ref = await refOf(session, "textbox", "Email");
-    const result = await write(session, { name: "type", ref, text: "ab中def" });
+    const text = `ab中${"d".repeat(37)}`;
+    const result = await write(session, { name: "type", ref, text });
     expect(result).toMatchObject({ outcome: "failed", error: { code: "deadline_exceeded" } });
-    expect(String((result?.error as { message: string }).message)).toContain("Typed 2 of 6 characters");
-    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyDown").map((c) => c.params.text)).toEqual(["a", "b"]);
-    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyUp")).toHaveLength(2);
+    expect(String((result?.error as { message: string }).message)).toContain(`Typed ${2 * TYPE_CHUNK_CHARACTERS} of 40 characters`);
+    const keyDowns = h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyDown");
+    expect(keyDowns.map((c) => c.params.text).join("")).toBe(`ab${"d".repeat(2 * TYPE_CHUNK_CHARACTERS - 3)}`);
+    expect(h.chrome.callsOf("Input.insertText").map((c) => c.params.text)).toEqual(["中"]);
+    expect(h.chrome.callsOf("Input.dispatchKeyEvent").filter((c) => c.params.type === "keyUp")).toHaveLength(keyDowns.length);
   });
 
   it("refuses an unknown delivery before focusing or typing anything", async () => {

@@ -85,7 +85,7 @@ describe("wait_for element states", () => {
     expect(result).toMatchObject({ outcome: "succeeded", result: { name: "wait_for", matched: true } });
     expect(samples).toBe(2);
     const call = h.chrome.callsOf("Runtime.callFunctionOn").find((c) => isStabilityFunction(c.params.functionDeclaration));
-    expect(call?.params).toMatchObject({ awaitPromise: true, arguments: [{ value: 1000 }, { value: 2 }] });
+    expect(call?.params).toMatchObject({ awaitPromise: true, arguments: [{ value: 1000 }, { value: 1 }] });
   });
 
   it("fails stale_ref at once for a ref of another document", async () => {

@@ -188,6 +188,7 @@ export class FakeChrome implements ChromeFacade {
       return Promise.resolve();
     },
     allIds: (): Promise<number[]> => Promise.resolve([...this.tabsById.keys()]),
+    withUrl: (url: string): Promise<number[]> => Promise.resolve([...this.tabsById.values()].flatMap((t) => (t.url === url || t.pendingUrl === url ? [t.id] : []))),
     stalled: (): Promise<{ id: number; pendingUrl: string }[]> =>
       Promise.resolve([...this.tabsById.values()].flatMap((t) => (this.stalledTabs.has(t.id) && t.pendingUrl !== undefined ? [{ id: t.id, pendingUrl: t.pendingUrl }] : []))),
     reload: (tabId: number): Promise<void> => {
@@ -212,10 +213,11 @@ export class FakeChrome implements ChromeFacade {
   };
 
   readonly windows = {
-    createUnfocusedBlank: (): Promise<TabSnapshot> => {
+    createUnfocusedBlank: (): Promise<TabSnapshot> => this.windows.createUnfocused("about:blank"),
+    createUnfocused: (url: string): Promise<TabSnapshot> => {
       this.nextWindowId += 1;
       this.windowsCreated += 1;
-      return Promise.resolve(this.openTab("about:blank"));
+      return Promise.resolve(this.openTab(url));
     },
   };
 

@@ -99,6 +99,8 @@ describe("blocked navigations", () => {
     const { h, tabId, session } = await ready(30);
     h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
       if (params.type === "mouseReleased") {
+        // Blink reports the new window while the handler runs; Chrome's tab events come later.
+        h.chrome.emitCdp(tabId, "Page.windowOpen", { url: `${ELSEWHERE}/popup`, windowName: "", windowFeatures: [], userGesture: true });
         setTimeout(() => {
           h.chrome.openPopup(tabId, `${ELSEWHERE}/popup`);
         }, 5);
@@ -119,6 +121,38 @@ describe("blocked navigations", () => {
     const late = session.framesOf("navigation_blocked").at(-1)?.blocked as Record<string, unknown>;
     expect(late).toMatchObject({ kind: "navigation", cause: "meta_refresh", origin: ELSEWHERE });
     expect(late).not.toHaveProperty("commandId");
+  });
+
+  it("waits the settle window only after a sign that the page reacted, or with a frame of another process", async () => {
+    const { h, tabId, session } = await ready(400);
+    const ref = await refOf(session, "button", "Sign in");
+    let n = 0;
+    const timed = async (): Promise<number> => {
+      const started = Date.now();
+      const commandId = `5b1e7c2a-9d3f-4e8a-b6c1-${(n++).toString().padStart(12, "0")}`;
+      await write(session, { name: "click", ref }, { commandId });
+      while (!session.framesOf("result").some((f) => f.commandId === commandId)) {
+        if (Date.now() - started > 2_000) throw new Error("no result");
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      return Date.now() - started;
+    };
+    // Nothing opened, requested or started: no report can come, so nothing to wait for.
+    expect(await timed()).toBeLessThan(300);
+    // A window opened (the popup's tab events would follow within the window).
+    h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
+      if (params.type === "mouseReleased") h.chrome.emitCdp(tabId, "Page.windowOpen", { url: `${ELSEWHERE}/p`, windowName: "", windowFeatures: [], userGesture: true });
+      return {};
+    });
+    expect(await timed()).toBeGreaterThanOrEqual(390);
+    // A cross-site frame reports its windows on its own session, which this count cannot see.
+    h.chrome.handlers.set("Input.dispatchMouseEvent", () => ({}));
+    h.chrome.emitCdp(tabId, "Target.attachedToTarget", { sessionId: "oopif-1", targetInfo: { targetId: "frame-1", type: "iframe" }, waitingForDebugger: true });
+    await settle();
+    expect(await timed()).toBeGreaterThanOrEqual(390);
+    h.chrome.emitCdp(tabId, "Target.detachedFromTarget", { sessionId: "oopif-1", targetId: "frame-1" });
+    await settle();
+    expect(await timed()).toBeLessThan(300);
   });
 
   it("does not wait out the settle window for a link that opens elsewhere or a navigation that never commits", async () => {

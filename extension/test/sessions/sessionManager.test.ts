@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { TabSnapshot } from "../../src/chrome/facade";
 import { outboxKey } from "../../src/sessions/dialogOutbox";
 import { LEASES_KEY, type LeaseRecord } from "../../src/sessions/leaseStore";
+import { GENERATION_RESERVE } from "../../src/sessions/sessionRuntime";
 import { journalKey } from "../../src/sessions/writeJournal";
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
@@ -137,15 +138,19 @@ describe("SessionManager provisioning", () => {
     expect(h.store.session.setKeys.slice(setsBefore)).toEqual([]);
   });
 
-  it("writes a new document's generation to the lease record with one write and no read", async () => {
+  it("writes the lease record once per GENERATION_RESERVE new documents, with one write and no read", async () => {
     const { h, device } = await online();
     const { tabId } = await provision(h, device, LEASE_A);
-    const generation = storedLeases(h)[0]?.generation ?? 0;
+    // The session's first document is generation 1; the record covers the reserve above it.
+    const ceiling = storedLeases(h)[0]?.generation ?? 0;
+    expect(ceiling).toBe(GENERATION_RESERVE);
     const readsBefore = h.store.session.reads.length;
     const setsBefore = h.store.session.setKeys.length;
-    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" }, type: "Navigation" });
-    await settle();
-    expect(storedLeases(h)).toEqual([expect.objectContaining({ leaseId: LEASE_A.leaseId, generation: generation + 1 })]);
+    for (let i = 0; i < GENERATION_RESERVE; i += 1) {
+      h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" }, type: "Navigation" });
+      await settle();
+    }
+    expect(storedLeases(h)).toEqual([expect.objectContaining({ leaseId: LEASE_A.leaseId, generation: ceiling + GENERATION_RESERVE })]);
     expect(h.store.session.reads.slice(readsBefore)).toEqual([]);
     expect(h.store.session.setKeys.slice(setsBefore)).toEqual([[LEASES_KEY]]);
   });
@@ -160,7 +165,10 @@ describe("SessionManager lease records", () => {
     h.store.session.gate = new Promise((resolve) => {
       release = resolve;
     });
-    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/" } });
+    // The last of these passes the generation ceiling the record holds: a lease write.
+    for (let i = 0; i < GENERATION_RESERVE; i += 1) {
+      h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/" } });
+    }
     device.receive({ type: "provision", ...LEASE_A, leaseEpoch: 2, allowedOrigins: ["https://example.com"], deadlineAt: FUTURE });
     await settle();
     h.store.session.gate = undefined;

@@ -1,6 +1,10 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 
-import { journalKey } from "../../src/sessions/writeJournal";
+import { GENERATION_RESERVE } from "../../src/sessions/sessionRuntime";
+import { JOURNAL_DROP_FLUSH_MS, journalKey } from "../../src/sessions/writeJournal";
+
+/** Past the time a drop waits to ride on another journal write (see writeJournal.ts). */
+const dropsWritten = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, JOURNAL_DROP_FLUSH_MS + 20));
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, nextUuid, openSession, provision, settle } from "../fakes/harness";
 import { BUTTON_NODE, installLoginPage, read, refOf, write } from "../fakes/page";
@@ -57,6 +61,7 @@ describe("SessionRuntime write protocol", () => {
     expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
     session.receive({ type: "result_ack", commandId });
     await settle();
+    await dropsWritten();
     expect(journalStates(h, LEASE_A.sessionId)).toEqual({});
   });
 
@@ -153,9 +158,12 @@ describe("SessionRuntime write protocol", () => {
     expect(session2.framesOf("result")).toEqual([
       expect.objectContaining({ commandId: completed, outcome: "succeeded", replayed: true }),
     ]);
+    expect(session2.framesOf("hello")).toHaveLength(1);
+    await dropsWritten();
     expect(journalStates(h2, LEASE_A.sessionId)).toEqual({ [completed]: "completed_unacked" });
     session2.receive({ type: "result_ack", commandId: completed });
     await settle();
+    await dropsWritten();
     expect(journalStates(h2, LEASE_A.sessionId)).toEqual({});
 
     // Refs of the previous worker are stale: the restarted runtime starts a new generation.
@@ -175,20 +183,31 @@ describe("SessionRuntime ref generations", () => {
 
   it("hands out a new document's refs only once its generation is in the lease record", async () => {
     const { h, tabId, session } = await ready();
+    const navigate = (): void => {
+      h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" } });
+    };
+    // The provision recorded a ceiling GENERATION_RESERVE generations ahead: these need no write.
+    const setsBefore = h.store.session.setKeys.length;
+    for (let i = 1; i < GENERATION_RESERVE; i += 1) navigate();
+    await settle();
+    expect(h.store.session.setKeys.slice(setsBefore)).toEqual([]);
+    const within = await read(session, { name: "snapshot" });
+    expect(within.result).toMatchObject({ generation: GENERATION_RESERVE });
+    // The next one passes the ceiling: its refs wait for the lease write.
     let release: () => void = () => undefined;
     h.store.session.gate = new Promise((resolve) => {
       release = resolve;
     });
-    h.chrome.emitCdp(tabId, "Page.frameNavigated", { frame: { id: `main-${tabId}`, url: "https://example.com/next" } });
+    navigate();
     const commandId = nextUuid();
     session.receive({ type: "read", commandId, command: { name: "snapshot" }, deadlineAt: FUTURE });
     await settle();
-    expect(session.framesOf("read_result")).toEqual([]);
+    expect(session.framesOf("read_result").filter((f) => f.commandId === commandId)).toEqual([]);
     h.store.session.gate = undefined;
     release();
     await settle();
     const answered = session.framesOf("read_result").find((f) => f.commandId === commandId);
-    expect(answered).toMatchObject({ outcome: "succeeded", result: { generation: 2 } });
+    expect(answered).toMatchObject({ outcome: "succeeded", result: { generation: GENERATION_RESERVE + 1 } });
   });
 
   it("starts a tab provisioned again after a browser restart (lease epoch 2) from the clock", async () => {

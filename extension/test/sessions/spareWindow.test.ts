@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { TabSnapshot } from "../../src/chrome/facade";
 import { PanelService } from "../../src/panel/panelService";
 import { CLOSE_REVOKED } from "@understudy/protocol";
-import { SPARE_KEY, type SpareRecord } from "../../src/sessions/spareWindow";
+import { SPARE_KEY, SPARE_URL, type SpareRecord, UNMARK_EXPRESSION } from "../../src/sessions/spareWindow";
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, provision, settle } from "../fakes/harness";
 
@@ -17,7 +17,7 @@ async function online(store?: H["store"]): Promise<{ h: H; device: FakeSocket }>
 }
 
 function blankTabs(h: H): TabSnapshot[] {
-  return [...h.chrome.tabsById.values()].filter((t) => t.url === "about:blank");
+  return [...h.chrome.tabsById.values()].filter((t) => t.url === "about:blank" || t.url === SPARE_URL);
 }
 
 function spareRecord(h: H): SpareRecord | undefined {
@@ -45,6 +45,7 @@ describe("SpareWindow", () => {
     expect(h.chrome.windowsCreated).toBe(1);
     const spare = onlySpare(h);
     expect(blankTabs(h).map((t) => t.id)).toEqual([spare.id]);
+    expect(spare.url).toBe(SPARE_URL);
     expect(h.chrome.attached.has(spare.id)).toBe(false);
     expect(h.chrome.calls.filter((c) => c.tabId === spare.id)).toEqual([]);
     expect(h.profile.manager.isControlledTab(spare.id)).toBe(false);
@@ -63,9 +64,19 @@ describe("SpareWindow", () => {
       if (data.includes('"provision_ack"')) windowsWhenAcked = h.chrome.windowsCreated;
       send(data);
     };
+    let unmarkedWhenAcked = false;
+    const sendAck = device.send.bind(device);
+    device.send = (data: string) => {
+      if (data.includes('"provision_ack"')) {
+        unmarkedWhenAcked = h.chrome.callsOf("Runtime.evaluate", spare.id).some((c) => c.params.expression === UNMARK_EXPRESSION);
+      }
+      sendAck(data);
+    };
     const { tabId, session } = await provision(h, device, LEASE_A);
     expect(tabId).toBe(spare.id);
     expect(windowsWhenAcked).toBe(1);
+    // The spare's mark is gone before the session is told its tab.
+    expect(unmarkedWhenAcked).toBe(true);
     expect(session.framesOf("hello")).toHaveLength(1);
     expect(h.profile.manager.isControlledTab(spare.id)).toBe(true);
     expect(h.profile.manager.spare.isSpareTab(spare.id)).toBe(false);
@@ -93,14 +104,14 @@ describe("SpareWindow", () => {
   it("a provision that arrives while the spare is still opening waits for it instead of opening a second window", async () => {
     const h = makeHarness({ spareWindow: true });
     enroll(h.store);
-    const open = h.chrome.windows.createUnfocusedBlank;
+    const open = h.chrome.windows.createUnfocused;
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    h.chrome.windows.createUnfocusedBlank = async () => {
+    h.chrome.windows.createUnfocused = async (url: string) => {
       await gate;
-      return open();
+      return open(url);
     };
     const device = await connectDevice(h);
     device.receive({ type: "provision", ...LEASE_A, leaseEpoch: 1, allowedOrigins: ["https://example.com"], deadlineAt: FUTURE });
@@ -155,14 +166,14 @@ describe("SpareWindow", () => {
   it("closes a spare that was still opening when the device was disabled", async () => {
     const h = makeHarness({ spareWindow: true });
     enroll(h.store);
-    const open = h.chrome.windows.createUnfocusedBlank;
+    const open = h.chrome.windows.createUnfocused;
     let release: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => {
       release = resolve;
     });
-    h.chrome.windows.createUnfocusedBlank = async () => {
+    h.chrome.windows.createUnfocused = async (url: string) => {
       await gate;
-      return open();
+      return open(url);
     };
     await connectDevice(h);
     await new PanelService(h.chrome, h.profile).handle({ type: "set_enabled", enabled: false });
@@ -229,17 +240,40 @@ describe("SpareWindow", () => {
     expect(second.chrome.windowsCreated).toBe(0);
   });
 
-  it("after a browser restart knows no spare: a restored blank window is left alone and a new spare opens", async () => {
+  it("after a browser restart closes the spare Chrome restored, leaves a person's blank window alone, and opens a new spare", async () => {
     const first = await online();
     const spare = onlySpare(first.h);
     first.h.store.session.data.clear(); // chrome.storage.session clears with the browser epoch
     const second = makeHarness({ spareWindow: true, store: first.h.store });
     second.chrome.nextTabId = 500; // tab ids of a new browser start elsewhere
-    second.chrome.tabsById.set(spare.id, spare); // as Chrome's session restore might bring it back
+    // As Chrome's session restore brings them back: the old spare, with its URL, and a person's blank tab.
+    const restoredSpare = { ...spare, id: 400 };
+    second.chrome.tabsById.set(restoredSpare.id, restoredSpare);
+    const persons = { ...spare, id: 401, url: "about:blank" };
+    second.chrome.tabsById.set(persons.id, persons);
     await connectDevice(second);
-    expect(second.profile.manager.spare.isSpareTab(spare.id)).toBe(false);
-    expect(second.chrome.removedTabs).toEqual([]);
+    await settle();
+    expect(second.profile.manager.spare.isSpareTab(restoredSpare.id)).toBe(false);
+    expect(second.chrome.removedTabs).toEqual([restoredSpare.id]);
+    expect(second.chrome.tabsById.has(persons.id)).toBe(true);
     expect(second.chrome.windowsCreated).toBe(1);
+    expect(onlySpare(second).id).not.toBe(restoredSpare.id);
+  });
+
+  it("closes a spare Chrome restores after start-up, but never a session's tab or the spare of its own", async () => {
+    const { h, device } = await online();
+    const { tabId } = await provision(h, device, LEASE_A);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    await settle();
+    const own = onlySpare(h);
+    const late = h.chrome.openTab("");
+    h.chrome.navigateByUser(late.id, SPARE_URL);
+    // The session's tab still reading the spare's URL (its mark dropped in the page, the event late).
+    h.chrome.navigateByUser(tabId, SPARE_URL);
+    await settle();
+    expect(h.chrome.removedTabs).toEqual([late.id]);
+    expect(h.profile.manager.spare.isSpareTab(own.id)).toBe(true);
+    expect(h.profile.manager.isControlledTab(tabId)).toBe(true);
   });
 
   it("a spare record naming a tab a restored lease holds is dropped, not adopted", async () => {

@@ -1,6 +1,6 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 
-import { IllegalTransitionError, JournalFullError, WriteJournal, journalKey } from "../../src/sessions/writeJournal";
+import { IllegalTransitionError, JOURNAL_DROP_FLUSH_MS, JournalFullError, WriteJournal, journalKey } from "../../src/sessions/writeJournal";
 import { FakeStorageArea } from "../fakes/fakeChrome";
 
 const SESSION = "7d0c4f5e-3b7a-4f0e-9a51-2f7f2a6b9c10";
@@ -21,7 +21,38 @@ describe("WriteJournal", () => {
     await journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } });
     expect(stored(area).map((e) => e.state)).toEqual(["completed_unacked"]);
     await journal.drop([COMMAND]);
+    expect(journal.list()).toEqual([]);
+    await journal.flush();
     expect(stored(area)).toEqual([]);
+  });
+
+  it("forgets a dropped entry at once and writes the drop with the next write, or alone after a while", async () => {
+    vi.useFakeTimers();
+    try {
+      const area = new FakeStorageArea();
+      const journal = new WriteJournal(area, SESSION);
+      const other = "0d9e8f7a-6b5c-4d3e-8f2a-1b0c9d8e7f6a";
+      await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+      await journal.complete(COMMAND, { outcome: "failed", error: { code: "stale_ref", message: "stale" } });
+      await journal.drop([COMMAND]);
+      expect(journal.get(COMMAND)).toBeUndefined();
+      // Storage still holds it (a lost drop only keeps an entry longer) ...
+      expect(stored(area).map((e) => e.commandId)).toEqual([COMMAND]);
+      // ... until the next write, which carries the drop: one write, not two.
+      await journal.prepare({ commandId: other, name: "type", leaseEpoch: 1, dryRun: false });
+      expect(area.writes).toHaveLength(3);
+      expect(stored(area).map((e) => e.commandId)).toEqual([other]);
+      await vi.advanceTimersByTimeAsync(JOURNAL_DROP_FLUSH_MS * 2);
+      expect(area.writes).toHaveLength(3);
+      // With no write coming, the drop is written alone.
+      await journal.drop([other]);
+      expect(area.writes).toHaveLength(3);
+      await vi.advanceTimersByTimeAsync(JOURNAL_DROP_FLUSH_MS);
+      expect(area.writes).toHaveLength(4);
+      expect(stored(area)).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("refuses moves the state machine does not allow", async () => {
@@ -59,8 +90,11 @@ describe("WriteJournal", () => {
     expect(entry.state).toBe("prepared");
     expect(area.writes).toHaveLength(1);
     await journal.drop([COMMAND]);
+    await journal.flush();
     expect(area.writes).toHaveLength(2);
     expect(stored(area)).toEqual([]);
+    await journal.flush();
+    expect(area.writes).toHaveLength(2);
   });
 
   it("loads from a storage read it is handed, without reading again", async () => {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from understudy._clock import ManualClock
+from understudy._clock import ManualClock, SystemClock, wait_until
 from understudy._problems import ProblemError
 from understudy._security import Keys
 from understudy._store._db import Database
@@ -225,3 +225,54 @@ async def test_a_disarmed_timer_never_fires() -> None:
     timer.disarm()
     await clock.advance(2)
     assert fired == []
+
+
+async def test_on_wall_clock_time_a_rearmed_timer_fires_once_at_its_latest_due() -> None:
+    clock = SystemClock()
+    due = [clock.now() + 0.05]
+    fired: list[float] = []
+    done = asyncio.Event()
+
+    async def fire() -> None:
+        fired.append(clock.now())
+        done.set()
+
+    timer = Timer(clock=clock, due=lambda: due[0], fire=fire, failed=print, actor="session")
+    timer.arm()
+    timer.arm()  # the same due: left alone
+    due[0] = clock.now() + 0.1
+    timer.arm()  # a later due replaces the earlier one
+    await asyncio.wait_for(done.wait(), 5)
+    await asyncio.sleep(0.1)  # the first due has passed too: it must not fire
+    assert len(fired) == 1
+    assert fired[0] >= due[0]
+    assert timer.due is None
+
+
+async def test_on_wall_clock_time_a_disarmed_timer_never_fires() -> None:
+    clock = SystemClock()
+    fired: list[float] = []
+
+    async def fire() -> None:
+        fired.append(clock.now())
+
+    timer = Timer(
+        clock=clock, due=lambda: clock.now() + 0.02, fire=fire, failed=print, actor="session"
+    )
+    timer.arm()
+    timer.disarm()
+    await asyncio.sleep(0.1)
+    assert fired == []
+    assert timer.due is None
+
+
+async def test_wait_until_on_wall_clock_time_returns_at_the_event_or_the_deadline() -> None:
+    clock = SystemClock()
+    event = asyncio.Event()
+    started = clock.now()
+    await wait_until(event, clock, started + 0.05)  # nobody sets it: the deadline ends the wait
+    assert clock.now() - started >= 0.05
+    asyncio.get_running_loop().call_later(0.02, event.set)
+    started = clock.now()
+    await wait_until(event, clock, started + 5)
+    assert clock.now() - started < 4

@@ -187,16 +187,25 @@ class SqliteExecutor:
         return SQLITE
 
     def _cursor(self, sql: str, params: Mapping[str, Any] | None) -> sqlite3.Cursor:
+        # Plain tuples: the rows become dicts below, which is about twice as fast from a tuple
+        # and the column names (read once per statement) as through `sqlite3.Row`.
+        cursor = self._conn.cursor()
+        cursor.row_factory = None
         try:
-            return self._conn.execute(sql, params if params is not None else {})
+            return cursor.execute(sql, params if params is not None else {})
         except sqlite3.IntegrityError as exc:
             if exc.sqlite_errorname in _CONFLICTS:
                 raise ConflictError(str(exc)) from exc
             raise
 
     def rows(self, sql: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        cursor = self._cursor(sql, params)
         # fetchall() also steps a RETURNING statement to its end, so its changes are complete.
-        return [dict(r) for r in self._cursor(sql, params).fetchall()]
+        found = cursor.fetchall()
+        if not found:
+            return []
+        names = [column[0] for column in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in found]
 
     def one(self, sql: str, params: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
         found = self.rows(sql, params)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from understudy._commands import CommandState
@@ -91,7 +91,8 @@ class SqlCommands:
 
     def insert(self, new: NewCommand) -> None:
         """Journal a new command. Raises `ConflictError` when (session, command id) exists."""
-        values = asdict(new)
+        # Shallow: `asdict` would deep-copy the request only for it to be serialised here.
+        values = dict(vars(new))
         values["request"] = json.dumps(new.request)
         values["dry_run"] = int(new.dry_run)
         columns = ", ".join(values)

@@ -138,7 +138,7 @@ PROBLEM_CODES: Final[dict[str, dict[str, list[str]]]] = {
         "429": ["rate_limited"],
     },
     "healthz": {},
-    "readyz": {"503": ["not_ready"]},
+    "readyz": {"503": ["not_ready", "database_unavailable", "schema_not_current"]},
     "metrics": {},
 }
 # Every problem code the service may send
@@ -159,6 +159,8 @@ ProblemCode: TypeAlias = Literal[
     "rate_limited",
     "no_device_available",
     "not_ready",
+    "database_unavailable",
+    "schema_not_current",
     "command_outcome_unknown",
     "command_id_conflict",
     "writes_blocked",
@@ -193,6 +195,8 @@ PROBLEM_TITLES: Final[dict[str, str]] = {
     "rate_limited": "Rate limited",
     "no_device_available": "No compatible device online",
     "not_ready": "Not ready",
+    "database_unavailable": "Database unavailable",
+    "schema_not_current": "Database schema not at this build's version",
     "command_outcome_unknown": "Command outcome unknown",
     "command_id_conflict": "Command id reused with another request",
     "writes_blocked": "Writes blocked on this session",

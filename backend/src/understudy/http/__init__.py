@@ -10,6 +10,8 @@ valid) and hand the work to the actors. Every error is problem+json.
 - `_responses`, `_errors`: JSON answers, and problem+json for every error.
 - `_sessions`, `_commands`, `_devices`, `_operator`, `_operations`: the routes, by resource.
 - `_sockets`: the device and session sockets, one handler.
+- `_fast`: `FastCommands`, in front of the app (`_server.server_config`): the command route's
+  plain requests through the route's own steps, without the framework's per-request work.
 """
 
 from understudy.http._app import create_app

@@ -4,12 +4,15 @@ A guard runs before Litestar reads the body or resolves any parameter, so a requ
 valid credential is refused (401, or 403 with the operator API off) before anything else about
 it is looked at, as the spec's error order says. The consumer guard leaves the authenticated
 `Consumer` in the connection state, where the `who` dependency hands it to the handler.
+
+The guards are coroutines although they never await: Litestar runs a synchronous guard in a
+worker thread, which costs a thread hop per request and would touch the process's one SQLite
+connection from outside the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
@@ -50,7 +53,11 @@ def services_of(connection: ASGIConnection[Any, Any, Any, Any]) -> Services:
 
 
 def _bearer(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
-    values = connection.headers.getall("authorization", [])
+    return bearer_token(connection.headers.getall("authorization", []))
+
+
+def bearer_token(values: list[str]) -> str | None:
+    """The token of the one `Authorization: Bearer …` header among `values`, if any."""
     if len(values) > 1:
         # Authorization is not a list field, so RFC 9110 §5.3 forbids sending it twice; with
         # two, a proxy and the service could each authenticate a different credential.
@@ -82,10 +89,15 @@ def _backstop(services: Services, digest: str) -> None:
         )
 
 
-def consumer_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def consumer_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
     """Admit a live consumer API key; its `Consumer` becomes the `who` dependency."""
-    services = services_of(connection)
-    token = _bearer(connection)
+    connection.state.consumer = authenticate_consumer(services_of(connection), _bearer(connection))
+
+
+def authenticate_consumer(services: Services, token: str | None) -> Consumer:
+    """The `Consumer` of a live consumer API key, or 401 (429 past the backstop)."""
     if token is None or _security.token_kind(token) != "consumer":
         services.telemetry.emit("auth.refused", kind="consumer", reason="malformed")
         raise _unauthorized()
@@ -96,10 +108,10 @@ def consumer_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
         raise _unauthorized()
     _backstop(services, digest)
     services.telemetry.emit("auth.accepted", kind="consumer", tenant=key.tenant, actor=key.actor)
-    connection.state.consumer = Consumer(key.tenant, key.actor, digest)
+    return Consumer(key.tenant, key.actor, digest)
 
 
-def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Admit a live device credential; its `Device` becomes the `device` dependency."""
     services = services_of(connection)
     token = _bearer(connection)
@@ -118,7 +130,9 @@ def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHan
     connection.state.device = device
 
 
-def operator_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+async def operator_guard(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
     """Admit a live operator token; 401 for any other credential.
 
     With no active operator token at all the operator API is off (403), whatever was sent.
@@ -152,21 +166,25 @@ def _services(state: State) -> Services:
     return services
 
 
-def _consumer(request: Request[Any, Any, Any]) -> Consumer:
-    who: Consumer = request.state.consumer
-    return who
-
-
-def _device(request: Request[Any, Any, Any]) -> Device:
-    device: Device = request.state.device
-    return device
-
-
 # How a handler asks for them: by name, handed over as they are (they are the process's own
 # objects, not wire data for the signature model to validate).
 ServicesDep: TypeAlias = NamedDependency[SkipValidation[Services]]
 ConsumerDep: TypeAlias = NamedDependency[SkipValidation[Consumer]]
 DeviceDep: TypeAlias = NamedDependency[SkipValidation[Device]]
+
+
+# The principal's providers name `services` although they do not use it: Litestar resolves
+# dependencies that do not depend on each other concurrently, in an anyio task group with a task
+# each, which costs more than the whole guard; chained, each is awaited in place.
+def _consumer(request: Request[Any, Any, Any], services: ServicesDep) -> Consumer:
+    who: Consumer = request.state.consumer
+    return who
+
+
+def _device(request: Request[Any, Any, Any], services: ServicesDep) -> Device:
+    device: Device = request.state.device
+    return device
+
 
 # The app's dependencies, by parameter name: `services` everywhere; `who` and `device` behind
 # `consumer_guard` and `device_guard`, which set what they return.
@@ -181,21 +199,26 @@ async def unless_revoked(services: Services, who: Consumer, waiting: Awaitable[T
     """Await `waiting`, unless the caller's key is revoked first: then 401 at once.
 
     The waits are pure waits (turns inside them are shielded), so cancelling one loses
-    nothing: the command or session it watched keeps its durable state.
+    nothing: the command or session it watched keeps its durable state. A revocation cancels
+    the request's own task, as `asyncio.timeout` does, rather than racing a second task.
     """
-    task = asyncio.ensure_future(waiting)
-    with services.revocations.key_waits(who.digest) as revoked:
-        signal = asyncio.ensure_future(revoked.wait())
+    current = asyncio.current_task()
+    assert current is not None  # noqa: S101 - a request runs in a task
+    revoked = False
+
+    def revoke() -> None:
+        nonlocal revoked
+        if not revoked:
+            revoked = True
+            current.cancel()
+
+    with services.revocations.key_waits(who.digest, revoke):
         try:
-            await asyncio.wait({task, signal}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            signal.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-    if not task.cancelled():
-        return task.result()
+            return await waiting
+        except asyncio.CancelledError:
+            # Ours only if the revocation asked for it and nothing else cancelled the request.
+            if not revoked or current.uncancel() > 0:
+                raise
     services.telemetry.emit("auth.refused", kind="consumer", reason="revoked_while_waiting")
     raise ProblemError(
         401,

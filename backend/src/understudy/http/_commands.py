@@ -16,7 +16,9 @@ from understudy.http._parsing import parse, parse_session_id, read_body
 from understudy.http._responses import json_response
 
 if TYPE_CHECKING:
+    from understudy._services import Services
     from understudy._store.commands import CommandRow
+    from understudy.http._auth import Consumer
 
 
 def _outcome(session_id: str, row: CommandRow) -> Response[Any]:
@@ -33,7 +35,14 @@ async def submit_command(
     session_id: FromPath[str],
 ) -> Response[Any]:
     sid = parse_session_id(session_id)
-    body = await read_body(request)
+    return await run_command(services, who, sid, await read_body(request))
+
+
+async def run_command(services: Services, who: Consumer, sid: str, body: bytes) -> Response[Any]:
+    """Admit the command in `body` and answer with its outcome, or what it is waiting for.
+
+    Shared by the route and the fast path of `_fast`, which answer alike.
+    """
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
     req: m.CommandRequest = parse(m.CommandRequest, body, uuid_fields=("commandId",))

@@ -18,7 +18,11 @@ def json_response(
     model: WireModel, status: int, headers: dict[str, str] | None = None
 ) -> Response[Any]:
     """`model` as `application/json` with `status` (and `headers`)."""
-    return Response(model.to_wire(), status_code=status, media_type=JSON, headers=headers or {})
+    # Serialised by pydantic straight to bytes (Litestar sends bytes as they are), rather than
+    # dumped to a dict for Litestar's encoder to walk again.
+    return Response(
+        model.to_wire_json().encode(), status_code=status, media_type=JSON, headers=headers or {}
+    )
 
 
 def optional_at(ts: float | None) -> Any:

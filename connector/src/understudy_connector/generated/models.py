@@ -149,7 +149,7 @@ class UrlCondition(WireModel):
 
 class ElementCondition(WireModel):
     """
-    The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+    The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged from the moment of the check to the next animation frame; `attached`: still in the document.
     """
 
     model_config = ConfigDict(
@@ -1922,7 +1922,7 @@ class NotReadyProblem(Problem):
         extra="forbid",
     )
     status: Annotated[Literal[503], Field(ge=400, le=599)]
-    code: Annotated[Literal["not_ready"], Field(pattern="^[a-z][a-z0-9_]{1,63}$")]
+    code: Literal["not_ready", "database_unavailable", "schema_not_current"]
 
 
 class CommandConflictProblem(Problem):

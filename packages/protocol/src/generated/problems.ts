@@ -233,14 +233,16 @@ export const PROBLEM_CODES: Readonly<
   "healthz": {},
   "readyz": {
     "503": [
-      "not_ready"
+      "not_ready",
+      "database_unavailable",
+      "schema_not_current"
     ]
   },
   "metrics": {}
 };
 
 /** Every problem code spec/openapi.yaml documents. */
-export const SPEC_PROBLEM_CODES = ["capacity_exhausted", "command_id_conflict", "command_not_found", "command_not_started", "command_outcome_unknown", "command_timed_out", "device_exists", "device_not_found", "idempotency_conflict", "invalid_request", "no_device_available", "not_ready", "operator_api_disabled", "origin_conflict", "profile_conflict", "protocol_upgrade_required", "rate_limited", "secret_not_found", "session_busy", "session_not_found", "session_terminal", "session_unavailable", "unattended_disabled", "unauthorized", "writes_blocked"] as const;
+export const SPEC_PROBLEM_CODES = ["capacity_exhausted", "command_id_conflict", "command_not_found", "command_not_started", "command_outcome_unknown", "command_timed_out", "database_unavailable", "device_exists", "device_not_found", "idempotency_conflict", "invalid_request", "no_device_available", "not_ready", "operator_api_disabled", "origin_conflict", "profile_conflict", "protocol_upgrade_required", "rate_limited", "schema_not_current", "secret_not_found", "session_busy", "session_not_found", "session_terminal", "session_unavailable", "unattended_disabled", "unauthorized", "writes_blocked"] as const;
 
 /** A problem code spec/openapi.yaml documents. */
 export type ProblemCode = (typeof SPEC_PROBLEM_CODES)[number];

@@ -486,7 +486,7 @@ export type NoDeviceProblem = Problem & {
  */
 export type NotReadyProblem = Problem & {
   status?: 503;
-  code?: "not_ready";
+  code?: "not_ready" | "database_unavailable" | "schema_not_current";
 };
 /**
  * This interface was referenced by `UnderstudyWire`'s JSON-Schema
@@ -1393,7 +1393,7 @@ export interface UrlCondition {
   urlContains: string;
 }
 /**
- * The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged over two animation frames; `attached`: still in the document.
+ * The element a ref names reaches a state. `visible`: rendered with a non-empty box; `hidden`: not visible or gone from the document; `enabled`: not disabled; `stable`: its box unchanged from the moment of the check to the next animation frame; `attached`: still in the document.
  */
 export interface ElementCondition {
   kind: "element_state";

@@ -1,0 +1,107 @@
+"""The command route without the framework's per-request work, answering exactly as the route.
+
+`POST /v1/sessions/{id}/commands` is the hot path of the service: every governed command takes
+it. Through Litestar a request pays for routing, a copy of the route handler per guard, the
+signature model, dependency resolution and the response machinery, about as much CPU as the
+command's own turn. This ASGI wrapper takes the requests of that route that need none of it (a
+`Content-Length` body of at most `MAX_BODY_BYTES`) and runs the same steps as the route, in the
+same order, with the same functions: the consumer credential, the session id, the body checks,
+`run_command`, and the problem+json answers of the error handlers. Anything else (another
+method or path, a chunked or oversized body, the sockets, lifespan) goes to the app unchanged.
+Like every response, it starts only once every turn taken so far is durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Final
+
+from litestar.datastructures import Headers
+from litestar.enums import ScopeType
+
+from understudy._problems import ProblemError, problem_response
+from understudy.http._auth import authenticate_consumer, bearer_token
+from understudy.http._commands import run_command
+from understudy.http._parsing import MAX_BODY_BYTES, check_body, parse_session_id
+
+if TYPE_CHECKING:
+    from litestar import Response
+    from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+    from understudy._services import Services
+
+# The route's template, for the log line of an unexpected error (never the path: it holds ids).
+ROUTE: Final = "/v1/sessions/{session_id:str}/commands"
+_PATH: Final = re.compile(r"/v1/sessions/([^/]+)/commands")
+log = logging.getLogger("understudy.app")  # where the app's error handler logs too
+
+
+class FastCommands:
+    """`app` with the command route's plain requests answered directly (module docstring).
+
+    Args:
+        app: The service's ASGI app (`create_app`), which answers everything else.
+        services: The services the app was made with.
+    """
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        match = _PATH.fullmatch(scope["path"])
+        headers = Headers.from_scope(scope) if match is not None else None
+        length = _content_length(headers) if headers is not None else None
+        if match is None or headers is None or length is None or length > MAX_BODY_BYTES:
+            await self.app(scope, receive, send)
+            return
+        services = self.services
+        try:
+            who = authenticate_consumer(services, bearer_token(headers.getall("authorization", [])))
+            sid = parse_session_id(match.group(1))
+            body = check_body(await _body(receive), headers.get("content-type", ""))
+            response = await run_command(services, who, sid, body)
+        except ProblemError as exc:
+            response = problem_response(exc)
+        except Exception:
+            log.exception("unhandled error on %s %s", "POST", ROUTE)
+            response = problem_response(
+                ProblemError(500, "internal_error", "an unexpected error occurred")
+            )
+        await _respond(services, response, scope, receive, send)
+
+
+def _content_length(headers: Headers) -> int | None:
+    values = headers.getall("content-length", [])
+    if len(values) != 1 or not values[0].isdigit():
+        return None
+    return int(values[0])
+
+
+async def _body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: what arrived is all
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _respond(
+    services: Services, response: Response[Any], scope: Scope, receive: Receive, send: Send
+) -> None:
+    async def send_when_durable(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            await services.db.durable()
+        await send(message)
+
+    # The route's own conversion (no app-level encoders, headers or cookies are configured).
+    asgi_response = response.to_asgi_response(None, request=None)  # type: ignore[arg-type]
+    await asgi_response(scope, receive, send_when_durable)
