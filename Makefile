@@ -116,6 +116,12 @@ serve: bootstrap ## Only the backend on the embedded default, until Ctrl-C
 bench: ## Benchmarks (bench/README.md): tables + bench/results/*.json; QUICK=1 for the ~3 min slice
 	$(PY) -m bench $(if $(QUICK),--quick)
 
+
+.PHONY: bench-compare
+bench-compare: ## The quick non-Chromium benchmarks of BASE=<rev> vs this tree (or HEAD=<rev>) in one run
+	@test -n "$(BASE)" || { echo "make bench-compare: set BASE=<rev>, e.g. BASE=main" >&2; exit 2; }
+	$(PY) -m bench.compare --base $(BASE) $(if $(HEAD),--head $(HEAD)) $(if $(ROUNDS),--rounds $(ROUNDS))
+
 clean: ## Remove build outputs and tool caches (keeps .venv and node_modules)
 	rm -rf extension/dist $(EXTENSION_ZIP) extension/understudy-extension-store.zip $(DIST) .mypy_cache .ruff_cache .pytest_cache
 	find . -name __pycache__ -type d -not -path './.venv/*' -not -path './node_modules/*' -prune \

@@ -28,7 +28,6 @@ from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import Settings, load_settings
 from understudy._server import server_config
-from understudy._store import commands, credentials, operators, sessions
 from understudy.generated import models as m
 from understudy.http import create_app
 
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from understudy._services import Services
+    from understudy._store.commands import CommandRow
 
 T = TypeVar("T")
 
@@ -65,9 +65,8 @@ class Backend:
 
     def api_key(self, tenant: str = "acme", actor: str = "bot") -> str:
         token = _security.generate_token("consumer")
-        with self.services.db.transaction():
-            credentials.add_api_key(
-                self.services.db,
+        with self.services.storage.transaction() as tx:
+            tx.api_keys.add(
                 digest=_security.token_digest(token),
                 key_id=f"key_{uuid.uuid4().hex[:8]}",
                 tenant=tenant,
@@ -79,9 +78,8 @@ class Backend:
     def operator_token(self, name: str = "ops") -> str:
         """A new operator token (`uop_…`), as `understudy operator-tokens create` makes one."""
         token = _security.generate_token("operator")
-        with self.services.db.transaction():
-            operators.add_token(
-                self.services.db,
+        with self.services.storage.transaction() as tx:
+            tx.operators.add_token(
                 digest=_security.token_digest(token),
                 token_id=f"op_{uuid.uuid4().hex[:12]}",
                 name=name,
@@ -91,9 +89,8 @@ class Backend:
 
     def enroll(self, tenant: str = "acme", device: str = "laptop-1") -> str:
         token = _security.generate_token("device")
-        with self.services.db.transaction():
-            credentials.add_device(
-                self.services.db,
+        with self.services.storage.transaction() as tx:
+            tx.devices.add(
                 tenant=tenant,
                 device_id=device,
                 digest=_security.token_digest(token),
@@ -143,16 +140,16 @@ class Backend:
                 raise AssertionError(f"not within {within} s: {what}")
             await asyncio.sleep(0.002)
 
-    def command(self, session_id: str, command_id: str) -> commands.CommandRow | None:
+    def command(self, session_id: str, command_id: str) -> CommandRow | None:
         """The backend's journal row of a command, once admitted."""
-        return commands.get(self.services.db, session_id, command_id)
+        return self.services.repos.commands.get(session_id, command_id)
 
     def command_state(self, session_id: str, command_id: str) -> str | None:
         row = self.command(session_id, command_id)
         return None if row is None else row.state
 
     def session_status(self, session_id: str) -> str | None:
-        row = sessions.get(self.services.db, session_id)
+        row = self.services.repos.sessions.get(session_id)
         return None if row is None else row.status
 
 

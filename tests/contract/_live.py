@@ -29,8 +29,7 @@ from tests.contract._ledger import LEDGER
 from tests.support.simdevice import SimulatedDevice
 from understudy import _security
 from understudy._config import QuotaPolicy
-from understudy._store import credentials, operators, vault
-from understudy._store import sessions as session_store
+from understudy._store import vault
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -163,7 +162,7 @@ class LiveBackend:
         return self.run(self._ensure_live_session())
 
     async def _ensure_live_session(self) -> str:
-        row = session_store.get(self.backend.services.db, self.live_session)
+        row = self.backend.services.repos.sessions.get(self.live_session)
         if row is not None and row.status == "connected":
             return self.live_session
         async with self.backend.client(self.api_key) as http:
@@ -240,31 +239,28 @@ class LiveServer:
         try:
             services = backend.services
             now = backend.clock.now()
-            with services.db.transaction():
-                credentials.add_api_key(
-                    services.db,
+            with services.storage.transaction() as tx:
+                tx.api_keys.add(
                     digest=_security.token_digest(CONSUMER_KEY),
                     key_id="key_contract",
                     tenant=TENANT,
                     actor="contract-bot",
                     now=now,
                 )
-                credentials.add_device(
-                    services.db,
+                tx.devices.add(
                     tenant=TENANT,
                     device_id=DEVICES[0],
                     digest=_security.token_digest(DEVICE_CREDENTIAL),
                     now=now,
                 )
-                operators.add_token(
-                    services.db,
+                tx.operators.add_token(
                     digest=_security.token_digest(OPERATOR_TOKEN),
                     token_id="op_contract",  # noqa: S106 - an id, not the token
                     name="contract",
                     now=now,
                 )
                 for name, plaintext in VAULT_SECRETS.items():
-                    vault.put(services.db, services.keys, TENANT, name, plaintext, now)
+                    vault.put(tx.vault, services.keys, TENANT, name, plaintext, now)
             first = SimulatedDevice(backend.url, DEVICE_CREDENTIAL)
             backend.devices.append(first)
             await first.connect()

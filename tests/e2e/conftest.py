@@ -37,7 +37,6 @@ from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import SystemClock
 from understudy._config import load_settings
-from understudy._store import credentials
 from understudy.http import create_app
 
 if TYPE_CHECKING:
@@ -154,9 +153,8 @@ class Backend:
 
     def api_key(self, actor: str = "agent") -> str:
         token = _security.generate_token("consumer")
-        with self.services.db.transaction():
-            credentials.add_api_key(
-                self.services.db,
+        with self.services.storage.transaction() as tx:
+            tx.api_keys.add(
                 digest=_security.token_digest(token),
                 key_id=f"key_{uuid.uuid4().hex[:8]}",
                 tenant=TENANT,
@@ -168,9 +166,8 @@ class Backend:
     def enroll(self, device_id: str = DEVICE_ID) -> str:
         """Enroll a device as the operator CLI does; returns the raw credential (shown once)."""
         token = _security.generate_token("device")
-        with self.services.db.transaction():
-            credentials.add_device(
-                self.services.db,
+        with self.services.storage.transaction() as tx:
+            tx.devices.add(
                 tenant=TENANT,
                 device_id=device_id,
                 digest=_security.token_digest(token),

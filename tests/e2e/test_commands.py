@@ -96,10 +96,8 @@ async def env(tmp_path_factory: pytest.TempPathFactory, extension_dist: Path) ->
     backend = await start_backend(root, {"UNDERSTUDY_TELEMETRY_PATH": str(telemetry)})
     browser = await launch(root / "profile", extension_dist, urls=[site.url(OWN_TAB)])
     try:
-        with backend.services.db.transaction():
-            vault.put(
-                backend.services.db, backend.services.keys, TENANT, SECRET_NAME, password, 0.0
-            )
+        with backend.services.storage.transaction() as tx:
+            vault.put(tx.vault, backend.services.keys, TENANT, SECRET_NAME, password, 0.0)
         credential = backend.enroll()
         async with backend.client(backend.api_key()) as http:
             await enroll_extension(browser, backend, credential)

@@ -44,8 +44,8 @@ async def test_the_typescript_connector_signs_in_through_real_chromium(
     routes: dict[str, Route] = {"/login": login.login, "/account": login.account}
     async with running_stack(tmp_path, routes, extension_dist) as env:
         services = env.backend.services
-        with services.db.transaction():
-            vault.put(services.db, services.keys, TENANT, "login-password", password, 0.0)
+        with services.storage.transaction() as tx:
+            vault.put(tx.vault, services.keys, TENANT, "login-password", password, 0.0)
         assert PNPM is not None
         proc = await asyncio.create_subprocess_exec(
             PNPM,

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from understudy._problems import ProblemError
-from understudy._store import credentials, quotas
 
 if TYPE_CHECKING:
     from understudy._config import QuotaPolicy
-    from understudy._store import Database
+    from understudy._store._ports import Repositories
     from understudy._store.sessions import SessionRow
     from understudy._telemetry import FieldValue
     from understudy.generated import models as m
@@ -36,7 +35,7 @@ class Report(Protocol):
 
 
 def check_capabilities(
-    db: Database,
+    repos: Repositories,
     session: SessionRow,
     hello: m.SessionClientHello | None,
     command: dict[str, Any],
@@ -50,10 +49,10 @@ def check_capabilities(
         ProblemError: 426 protocol_upgrade_required, 409 writes_blocked.
     """
     if kind == "write":
-        _check_writable(db, session, hello, dry_run, command_id)
-        _check_write_capability(db, session, hello, str(command.get("name")))
+        _check_writable(repos, session, hello, dry_run, command_id)
+        _check_write_capability(repos, session, hello, str(command.get("name")))
     elif _waits_on_element_state(command):
-        capabilities, _ = _device_capabilities(db, session, hello)
+        capabilities, _ = _device_capabilities(repos, session, hello)
         if capabilities is not None and ELEMENT_STATE_WAIT not in capabilities:
             raise ProblemError(
                 426,
@@ -64,12 +63,12 @@ def check_capabilities(
 
 
 def _check_write_capability(
-    db: Database, session: SessionRow, hello: m.SessionClientHello | None, name: str
+    repos: Repositories, session: SessionRow, hello: m.SessionClientHello | None, name: str
 ) -> None:
     needed = WRITE_CAPABILITIES.get(name)
     if needed is None:
         return
-    capabilities, _ = _device_capabilities(db, session, hello)
+    capabilities, _ = _device_capabilities(repos, session, hello)
     if capabilities is not None and needed not in capabilities:
         raise ProblemError(
             426,
@@ -79,7 +78,7 @@ def _check_write_capability(
 
 
 def take_quotas(
-    db: Database,
+    repos: Repositories,
     quota: QuotaPolicy,
     session: SessionRow,
     actor: str,
@@ -114,7 +113,7 @@ def take_quotas(
             )
         )
     for scope, subject, limit in limits:
-        wait = quotas.take(db, scope, subject, limit, now)
+        wait = repos.quotas.take(scope, subject, limit, now)
         if wait is not None:
             refused("quota.decision", tenant=session.tenant, scope=scope, outcome="refused")
             raise ProblemError(
@@ -127,27 +126,27 @@ def take_quotas(
 
 
 def _device_capabilities(
-    db: Database, session: SessionRow, hello: m.SessionClientHello | None
+    repos: Repositories, session: SessionRow, hello: m.SessionClientHello | None
 ) -> tuple[set[str] | None, int]:
     """The session's extension's capabilities and protocol version (None: no device yet)."""
     if hello is not None:
         return set(hello.capabilities), hello.protocol_version
     if session.device_id is None:
         return None, 1
-    device = credentials.get_device(db, session.tenant, session.device_id)
+    device = repos.devices.get(session.tenant, session.device_id)
     if device is None:
         return set(), 1
     return set(device.capabilities), max(device.protocol_versions, default=1)
 
 
 def _check_writable(
-    db: Database,
+    repos: Repositories,
     session: SessionRow,
     hello: m.SessionClientHello | None,
     dry_run: bool,
     command_id: str,
 ) -> None:
-    capabilities, version = _device_capabilities(db, session, hello)
+    capabilities, version = _device_capabilities(repos, session, hello)
     # No device yet (an attended session still waiting for a person to attach a tab): nothing
     # says the write cannot run there, so it is answered as a read is, by the availability
     # check (503 session_unavailable), not by an upgrade the caller cannot act on.

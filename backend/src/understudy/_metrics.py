@@ -38,8 +38,6 @@ from prometheus_client.process_collector import ProcessCollector
 
 from understudy._lifecycle import LIVE, SessionState
 from understudy._reference import API_VERSION, PROTOCOL_VERSIONS, package_version
-from understudy._store import credentials
-from understudy._store import sessions as session_store
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
@@ -67,9 +65,10 @@ class _StateCollector:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._repos = db.storage.repos
 
     def collect(self) -> Iterable[Metric]:
-        by_state = session_store.counts_by_status(self._db)
+        by_state = self._repos.sessions.counts_by_status()
         sessions = GaugeMetricFamily(
             "understudy_sessions",
             "Sessions not finished (live or closing), by lifecycle state.",
@@ -78,7 +77,7 @@ class _StateCollector:
         for state in UNFINISHED:
             sessions.add_metric([state.value], by_state.get(state.value, 0))
         yield sessions
-        online, held = credentials.online_capacity(self._db)
+        online, held = self._repos.devices.online_capacity()
         yield GaugeMetricFamily(
             "understudy_devices_online", "Devices with an open device socket.", value=online
         )

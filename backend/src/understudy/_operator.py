@@ -11,12 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from understudy._clock import iso
 from understudy._lifecycle import SessionState
-from understudy._store import credentials
-from understudy._store import sessions as session_store
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
-    from understudy._store import Database
+    from understudy._store._ports import Repositories
     from understudy._store.credentials import Device
     from understudy._store.sessions import SessionRow
 
@@ -46,8 +44,8 @@ def device_state(device: Device) -> str:
     return "online" if device.online else "offline"
 
 
-def device_view(db: Database, device: Device, now: float) -> dict[str, Any]:
-    used = len(session_store.holding_capacity(db, device.tenant, device.device_id))
+def device_view(repos: Repositories, device: Device, now: float) -> dict[str, Any]:
+    used = len(repos.sessions.holding_capacity(device.tenant, device.device_id))
     free = DEVICE_TAB_CAPACITY - used if device.online and device.revoked_at is None else 0
     return {
         "tenant": device.tenant,
@@ -93,14 +91,16 @@ def session_detail(row: SessionRow, now: float) -> dict[str, Any]:
     }
 
 
-def status(db: Database, now: float, *, service: str | None, schema_version: int) -> dict[str, Any]:
+def status(
+    repos: Repositories, now: float, *, service: str | None, schema_version: int
+) -> dict[str, Any]:
     """The whole picture: service, tenants, devices and the sessions not yet finished."""
     return {
         "service": {"running": service is not None, "holder": service},
         "schemaVersion": schema_version,
-        "tenants": credentials.tenants(db),
-        "devices": [device_view(db, d, now) for d in credentials.all_devices(db)],
-        "sessions": [session_summary(r, now) for r in session_store.listing(db)],
+        "tenants": repos.api_keys.tenants(),
+        "devices": [device_view(repos, d, now) for d in repos.devices.all()],
+        "sessions": [session_summary(r, now) for r in repos.sessions.listing()],
     }
 
 

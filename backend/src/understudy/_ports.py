@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from understudy._clock import Clock
     from understudy._store import Database
+    from understudy._store._ports import Repositories
     from understudy._store.credentials import Device
     from understudy._telemetry import Telemetry
     from understudy.generated import models as m
@@ -35,6 +36,15 @@ class ActorBase:
     clock: Clock
     telemetry: Telemetry
     timer_failed: Callable[[str], None]
+
+    @property
+    def repos(self) -> Repositories:
+        """The typed repositories every row goes through (never SQL, never column dictionaries).
+
+        The SQLite engine serves every transaction with one set (one connection), so an actor
+        keeps it; a turn's writes join the turn's transaction (`Turns.run`).
+        """
+        return self.db.storage.repos
 
 
 class DeviceLink(Protocol):

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Final
 
 from understudy._connection import CLOSE_REVOKED
 from understudy._problems import ProblemError
-from understudy._store import close_requests, credentials
-from understudy._store import sessions as session_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -90,18 +88,21 @@ class RevocationWatch:
 
     async def apply_close_requests(self) -> None:
         """Close every session an operator asked to close, through the coordinator's close."""
-        db = self.s.db
-        for session_id in close_requests.pending(db):
-            row = session_store.get(db, session_id)
+        storage = self.s.db.storage
+        with storage.read() as repos:
+            pending = repos.close_requests.pending()
+        for session_id in pending:
+            with storage.read() as repos:
+                row = repos.sessions.get(session_id)
             outcome = "not_found"
             if row is not None:
                 try:
                     outcome = (await self.s.coordinator(row.tenant).delete(session_id)).status
                 except ProblemError as exc:  # e.g. gone between the lookup and the turn
                     outcome = exc.code
-            with db.transaction():
-                close_requests.done(db, session_id, outcome, self.s.clock.now())
-        await db.durable()
+            with storage.transaction() as tx:
+                tx.close_requests.done(session_id, outcome, self.s.clock.now())
+        await storage.durable()
 
     async def sweep(self) -> None:
         """Close the sockets of revoked devices and end the waits of revoked keys now.
@@ -109,12 +110,12 @@ class RevocationWatch:
         The operator API calls it right after revoking in this process (the change marker
         may not move for this process's own commits).
         """
-        db = self.s.db
+        repos = self.s.db.storage.repos
         revoked: dict[tuple[str, str], bool] = {}  # (tenant, device) -> revoked, looked up once
 
         def is_revoked(tenant: str, device_id: str) -> bool:
             if (tenant, device_id) not in revoked:
-                device = credentials.get_device(db, tenant, device_id)
+                device = repos.devices.get(tenant, device_id)
                 revoked[(tenant, device_id)] = device is None or device.revoked_at is not None
             return revoked[(tenant, device_id)]
 
@@ -131,7 +132,7 @@ class RevocationWatch:
         for session_id, session_agent in list(self.s.session_agents.items()):
             if not session_agent.connected:
                 continue
-            row = session_store.get(db, session_id)
+            row = repos.sessions.get(session_id)
             if row is None or row.device_id is None or not is_revoked(row.tenant, row.device_id):
                 continue
             self.s.telemetry.emit(
@@ -139,7 +140,7 @@ class RevocationWatch:
             )
             await session_agent.close_current(CLOSE_REVOKED, "device revoked")
         for digest, waits in list(self._waits.items()):
-            key_row = credentials.api_key_by_digest(db, digest)
+            key_row = repos.api_keys.by_digest(digest)
             if key_row is None or key_row.revoked_at is not None:
                 for end_wait in list(waits):
                     end_wait()

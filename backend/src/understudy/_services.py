@@ -12,15 +12,12 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from understudy import _store
 from understudy._claim import ClaimWatch
 from understudy._lock import unlock_data_dir
 from understudy._metrics import Metrics
 from understudy._ports import ActorBase
 from understudy._ratelimit import ApproximateLimiter
 from understudy._revocation import RevocationWatch
-from understudy._store import commands, credentials
-from understudy._store import sessions as session_store
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -28,6 +25,8 @@ if TYPE_CHECKING:
     from understudy._clock import Clock
     from understudy._config import Settings
     from understudy._security import Keys
+    from understudy._store import Database
+    from understudy._store._ports import Repositories, Storage
     from understudy._telemetry import Telemetry
     from understudy.coordinator import TenantCoordinator
     from understudy.device_agent import DeviceAgent
@@ -38,7 +37,7 @@ if TYPE_CHECKING:
 @dataclass
 class Services:
     settings: Settings
-    db: _store.Database
+    db: Database
     clock: Clock
     keys: Keys
     telemetry: Telemetry
@@ -65,6 +64,16 @@ class Services:
         """Another service took the database: answer nothing more and stop (`stop_serving`)."""
         self.ready = False
         self.stop_serving()
+
+    @property
+    def storage(self) -> Storage:
+        """The storage seam: transactions that yield the typed repositories."""
+        return self.db.storage
+
+    @property
+    def repos(self) -> Repositories:
+        """The repositories, for reads outside a transaction (and writes inside one)."""
+        return self.db.storage.repos
 
     def coordinator(self, tenant: str) -> TenantCoordinator:
         from understudy.coordinator import TenantCoordinator
@@ -104,18 +113,21 @@ class Services:
     async def start(self) -> None:
         """Migrate, load `DEVICE_TOKENS`, and re-arm every coordinator that has deadlines."""
         now = self.clock.now()
-        _store.migrate(self.db, now)
-        with self.db.transaction():
+        storage = self.storage
+        storage.migrate(now)
+        with storage.transaction() as repos:
             for digest, entry in self.settings.device_tokens.items():
-                credentials.ensure_device(
-                    self.db, tenant=entry.tenant, device_id=entry.device, digest=digest, now=now
+                repos.devices.ensure(
+                    tenant=entry.tenant, device_id=entry.device, digest=digest, now=now
                 )
-        await self.db.durable()
-        tenants = set(session_store.tenants_with_unsettled(self.db))
-        tenants |= {d.tenant for d in credentials.all_devices(self.db) if d.online}
+        await storage.durable()
+        with storage.read() as repos:
+            tenants = set(repos.sessions.tenants_with_unsettled())
+            tenants |= {d.tenant for d in repos.devices.all() if d.online}
+            reopen = repos.commands.sessions_with_open_commands()
         for tenant in sorted(tenants):
             self.coordinator(tenant).arm()
-        for session_id in commands.sessions_with_open_commands(self.db):
+        for session_id in reopen:
             self.session_agent(session_id).arm()
         # Close requests written while no service ran (`understudy sessions close`).
         await self.revocations.apply_close_requests()

@@ -49,17 +49,7 @@ from understudy._bootstrap import missing_database, open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
 from understudy._lock import LOCK_FILE, data_dir_in_use
 from understudy._security import Keys
-from understudy._store import (
-    SchemaTooNewError,
-    StorageError,
-    close_requests,
-    credentials,
-    current_version,
-    migrate,
-    operators,
-    vault,
-)
-from understudy._store import sessions as session_store
+from understudy._store import SchemaTooNewError, StorageError, vault
 
 if TYPE_CHECKING:
     import socket
@@ -294,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, sqlite3.Error) as exc:
         return _fail(_unusable(settings.data_dir, exc))
     try:
-        applied = migrate(db, time.time())
+        applied = db.storage.migrate(time.time())
     except SchemaTooNewError as exc:
         db.close()
         return _fail(str(exc))
@@ -317,28 +307,28 @@ def _unusable(data_dir: Path, exc: BaseException) -> str:
 def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
     now = time.time()
     as_json = bool(getattr(args, "json", False))
+    storage, repos = db.storage, db.storage.repos
     if args.command == "secrets":
         return _secrets(db, args, settings, now)
     if args.command == "sessions":
         return _sessions(db, args, settings, now)
     if args.command == "migrate":
-        print(f"schema is up to date (version {current_version(db)})")
+        print(f"schema is up to date (version {storage.schema_version()})")
         return 0
     if args.command == "status":
         view = _operator.status(
-            db,
+            repos,
             now,
             service=_service_holder(db, settings.data_dir),
-            schema_version=current_version(db),
+            schema_version=storage.schema_version(),
         )
         _print_json(view) if as_json else print(_operator.render_status(view))
         return 0
     if args.command == "keys" and args.action == "create":
         token = _security.generate_token("consumer")
         key_id = "key_" + secrets.token_hex(6)
-        with db.transaction():
-            credentials.add_api_key(
-                db,
+        with storage.transaction() as tx:
+            tx.api_keys.add(
                 digest=_security.token_digest(token),
                 key_id=key_id,
                 tenant=args.tenant,
@@ -348,8 +338,8 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
         print(f"key id:  {key_id}\napi key: {token}\n(shown once; store it in your secret manager)")
         return 0
     if args.command == "keys" and args.action == "revoke":
-        with db.transaction():
-            done = credentials.revoke_api_key(db, args.key_id, now)
+        with storage.transaction() as tx:
+            done = tx.api_keys.revoke(args.key_id, now)
         print("revoked" if done else f"no active key {args.key_id}")
         return 0 if done else 1
     if args.command == "keys" and args.action == "list":
@@ -360,18 +350,17 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
                 "actor": key.actor,
                 "state": "revoked" if key.revoked_at else "active",
             }
-            for key in credentials.list_api_keys(db)
+            for key in repos.api_keys.all()
         ]
         _print_json(keys) if as_json else _print_rows(keys)
         return 0
     if args.command == "devices" and args.action == "enroll":
         token = _security.generate_token("device")
-        with db.transaction():
-            if credentials.get_device(db, args.tenant, args.device) is not None:
+        with storage.transaction() as tx:
+            if tx.devices.get(args.tenant, args.device) is not None:
                 print(f"device {args.tenant}/{args.device} already exists", file=sys.stderr)
                 return 1
-            credentials.add_device(
-                db,
+            tx.devices.add(
                 tenant=args.tenant,
                 device_id=args.device,
                 digest=_security.token_digest(token),
@@ -383,21 +372,21 @@ def _manage(db: Database, args: argparse.Namespace, settings: Settings) -> int:
         )
         return 0
     if args.command == "devices" and args.action == "revoke":
-        with db.transaction():
-            done = credentials.revoke_device(db, args.tenant, args.device, now)
+        with storage.transaction() as tx:
+            done = tx.devices.revoke(args.tenant, args.device, now)
         print("revoked" if done else f"no active device {args.tenant}/{args.device}")
         return 0 if done else 1
     if args.command == "devices" and args.action == "list":
         if as_json:
-            _print_json([_operator.device_view(db, d, now) for d in credentials.all_devices(db)])
+            _print_json([_operator.device_view(repos, d, now) for d in repos.devices.all()])
             return 0
-        for device in credentials.all_devices(db):
+        for device in repos.devices.all():
             print(f"{device.tenant}\t{device.device_id}\t{_operator.device_state(device)}")
         return 0
     if args.command == "operator-tokens":
         return _operator_tokens(db, args, now, as_json)
     if args.command == "tenants":
-        names = credentials.tenants(db)
+        names = repos.api_keys.tenants()
         _print_json(names) if as_json else print("\n".join(names)) if names else None
         return 0
     raise AssertionError(f"unhandled command {args}")
@@ -407,9 +396,9 @@ def _operator_tokens(db: Database, args: argparse.Namespace, now: float, as_json
     if args.action == "create":
         token = _security.generate_token("operator")
         token_id = "op_" + secrets.token_hex(6)
-        with db.transaction():
-            operators.add_token(
-                db, digest=_security.token_digest(token), token_id=token_id, name=args.name, now=now
+        with db.storage.transaction() as tx:
+            tx.operators.add_token(
+                digest=_security.token_digest(token), token_id=token_id, name=args.name, now=now
             )
         print(
             f"token id:       {token_id}\noperator token: {token}\n"
@@ -417,8 +406,8 @@ def _operator_tokens(db: Database, args: argparse.Namespace, now: float, as_json
         )
         return 0
     if args.action == "revoke":
-        with db.transaction():
-            done = operators.revoke_token(db, args.token_id, now)
+        with db.storage.transaction() as tx:
+            done = tx.operators.revoke_token(args.token_id, now)
         print("revoked" if done else f"no active operator token {args.token_id}")
         return 0 if done else 1
     rows = [
@@ -427,7 +416,7 @@ def _operator_tokens(db: Database, args: argparse.Namespace, now: float, as_json
             "name": token.name,
             "state": "revoked" if token.revoked_at else "active",
         }
-        for token in operators.list_tokens(db)
+        for token in db.storage.repos.operators.tokens()
     ]
     _print_json(rows) if as_json else _print_rows(rows)
     return 0
@@ -458,7 +447,7 @@ def _service_holder(db: Database, data_dir: Path) -> str | None:
 
 def _sessions(db: Database, args: argparse.Namespace, settings: Settings, now: float) -> int:
     if args.action == "list":
-        rows = session_store.listing(db, tenant=args.tenant, ended=args.all)
+        rows = db.storage.repos.sessions.listing(tenant=args.tenant, ended=args.all)
         summaries = [_operator.session_summary(row, now) for row in rows]
         if args.json:
             _print_json(summaries)
@@ -466,7 +455,7 @@ def _sessions(db: Database, args: argparse.Namespace, settings: Settings, now: f
             lines = [_operator.SESSION_COLUMNS, *map(_operator.session_line, summaries)]
             print(_operator.table(lines))
         return 0
-    row = session_store.get(db, args.session_id)
+    row = db.storage.repos.sessions.get(args.session_id)
     if row is None:
         print(f"no session {args.session_id}", file=sys.stderr)
         return 1
@@ -491,11 +480,12 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
     two processes: the service's once-a-second check of the storage's change marker picks it up
     (or its next start-up does) and closes through the same turn as `DELETE /v1/sessions/{id}`.
     """
-    if _operator.is_finished(session_store.require(db, session_id)):
+    storage = db.storage
+    if _operator.is_finished(storage.repos.sessions.require(session_id)):
         print(f"session {session_id} is already {status}")
         return 0
-    with db.transaction():
-        close_requests.request(db, session_id, time.time())
+    with storage.transaction() as tx:
+        tx.close_requests.request(session_id, time.time())
     if _service_holder(db, data_dir) is None:
         print(
             f"close requested for session {session_id}; no service is running on {data_dir}, "
@@ -504,7 +494,8 @@ def _close(db: Database, session_id: str, status: str, data_dir: Path, wait_s: f
         return 0
     deadline = time.monotonic() + wait_s
     while True:
-        request = close_requests.get(db, session_id)
+        with storage.read() as repos:
+            request = repos.close_requests.get(session_id)
         if request is not None and request.done_at is not None:
             break
         if time.monotonic() >= deadline:
@@ -550,21 +541,21 @@ def _secrets(db: Database, args: argparse.Namespace, settings: Settings, now: fl
                 file=sys.stderr,
             )
             return 2
-        with db.transaction():
-            vault.put(db, keys, args.tenant, args.name, value, now)
+        with db.storage.transaction() as tx:
+            vault.put(tx.vault, keys, args.tenant, args.name, value, now)
         print(f"stored vault:{args.name} for tenant {args.tenant}")
         return 0
     if args.action == "list":
-        names = [f"vault:{name}" for name in vault.names(db, args.tenant)]
+        names = [f"vault:{name}" for name in db.storage.repos.vault.names(args.tenant)]
         _print_json(names) if args.json else print("\n".join(names)) if names else None
         return 0
     if args.action == "delete":
-        with db.transaction():
-            done = vault.delete(db, args.tenant, args.name)
+        with db.storage.transaction() as tx:
+            done = tx.vault.delete(args.tenant, args.name)
         print("deleted" if done else f"no secret vault:{args.name}")
         return 0 if done else 1
-    with db.transaction():
-        count = vault.rotate_data_key(db, keys, args.tenant, now)
+    with db.storage.transaction() as tx:
+        count = vault.rotate_data_key(tx.vault, keys, args.tenant, now)
     print(f"re-sealed {count} secret(s) under a new data key")
     return 0
 

@@ -31,8 +31,7 @@ from understudy._policy import (
     PROVISION_DEADLINE_S,
 )
 from understudy._problems import ProblemError
-from understudy._store import credentials, quotas
-from understudy._store import sessions as store
+from understudy._store.sessions import NewSession
 from understudy._turns import Outbox as TurnOutbox
 from understudy._turns import Timer, Turns
 from understudy.generated import models as m
@@ -41,6 +40,7 @@ if TYPE_CHECKING:
     from understudy._config import Settings
     from understudy._ports import ActorBase, DeviceLink, SessionLink
     from understudy._security import Keys
+    from understudy._store._ports import Repositories
     from understudy._store.credentials import Device
     from understudy._store.sessions import SessionRow
 
@@ -90,7 +90,7 @@ class TenantCoordinator:
         devices: DeviceLink,
         sessions: SessionLink,
     ) -> None:
-        self.db = base.db
+        self.repos: Repositories = base.repos
         self.clock = base.clock
         self.keys = keys
         self.settings = settings
@@ -151,7 +151,7 @@ class TenantCoordinator:
         )
 
         def body(out: Outbox, now: float) -> CreateOutcome:
-            prior = store.by_idempotency_key(self.db, self.tenant, key)
+            prior = self.repos.sessions.by_idempotency_key(self.tenant, key)
             if prior is not None:
                 if not _security.digests_equal(prior.fingerprint or "", fingerprint):
                     raise ProblemError(
@@ -177,27 +177,28 @@ class TenantCoordinator:
             device = self._allocate(request.device_id, origins, profile_hash)
             session_id = str(uuid.uuid4())
             lease_id = str(uuid.uuid4())
-            store.insert(
-                self.db,
-                session_id=session_id,
-                tenant=self.tenant,
-                actor=actor,
-                mode="unattended",
-                status=SessionState.PROVISIONING.value,
-                device_id=device.device_id,
-                lease_id=lease_id,
-                lease_epoch=1,
-                allowed_origins=origins,
-                profile_hash=profile_hash,
-                idempotency_key=key,
-                fingerprint=fingerprint,
-                created_at=now,
-                expires_at=now + HARD_TTL_S,
-                idle_expires_at=now + IDLE_TTL_S,
-                provision_deadline=now + PROVISION_DEADLINE_S,
-                capacity_held=1,
+            self.repos.sessions.insert(
+                NewSession(
+                    session_id=session_id,
+                    tenant=self.tenant,
+                    actor=actor,
+                    mode="unattended",
+                    status=SessionState.PROVISIONING.value,
+                    device_id=device.device_id,
+                    lease_id=lease_id,
+                    lease_epoch=1,
+                    allowed_origins=origins,
+                    profile_hash=profile_hash,
+                    idempotency_key=key,
+                    fingerprint=fingerprint,
+                    created_at=now,
+                    expires_at=now + HARD_TTL_S,
+                    idle_expires_at=now + IDLE_TTL_S,
+                    provision_deadline=now + PROVISION_DEADLINE_S,
+                    capacity_held=True,
+                )
             )
-            credentials.device_assigned(self.db, self.tenant, device.device_id, now)
+            self.repos.devices.assigned(self.tenant, device.device_id, now)
             self._telemetry(
                 "allocation.granted",
                 outcome="granted",
@@ -216,7 +217,7 @@ class TenantCoordinator:
                 device.device_id,
                 self._provision_frame(session_id, lease_id, 1, origins, now + PROVISION_DEADLINE_S),
             )
-            row = store.require(self.db, session_id)
+            row = self.repos.sessions.require(session_id)
             return CreateOutcome(row, replay=False)
 
         outcome = await self._turns.run(body)
@@ -230,7 +231,7 @@ class TenantCoordinator:
         waiting.add(event)
         try:
             while True:
-                row = store.require(self.db, session_id)
+                row = self.repos.sessions.require(session_id)
                 if row.status != SessionState.PROVISIONING or self.clock.now() >= deadline:
                     return row
                 event.clear()
@@ -249,17 +250,18 @@ class TenantCoordinator:
                 now,
             )
             session_id = str(uuid.uuid4())
-            store.insert(
-                self.db,
-                session_id=session_id,
-                tenant=self.tenant,
-                actor=actor,
-                mode="attended",
-                status=SessionState.AWAITING_ATTACH.value,
-                allowed_origins=[],
-                created_at=now,
-                expires_at=now + HARD_TTL_S,
-                idle_expires_at=now + IDLE_TTL_S,
+            self.repos.sessions.insert(
+                NewSession(
+                    session_id=session_id,
+                    tenant=self.tenant,
+                    actor=actor,
+                    mode="attended",
+                    status=SessionState.AWAITING_ATTACH.value,
+                    allowed_origins=[],
+                    created_at=now,
+                    expires_at=now + HARD_TTL_S,
+                    idle_expires_at=now + IDLE_TTL_S,
+                )
             )
             self._telemetry(
                 "lifecycle.transition",
@@ -268,8 +270,7 @@ class TenantCoordinator:
                 mode="attended",
                 to_state="awaiting_attach",
             )
-            row = store.require(self.db, session_id)
-            return row
+            return self.repos.sessions.require(session_id)
 
         return await self._turns.run(body)
 
@@ -278,8 +279,7 @@ class TenantCoordinator:
             row = self._own(session_id)
             if SessionState(row.status).live:
                 self._begin_close(out, row, now, intent=SessionState.CLOSED, reason="deleted")
-            current = store.require(self.db, session_id)
-            return current
+            return self.repos.sessions.require(session_id)
 
         return await self._turns.run(body)
 
@@ -292,7 +292,7 @@ class TenantCoordinator:
         reported = {str(lease.lease_id): lease for lease in hello.leases}
 
         def body(out: Outbox, now: float) -> None:
-            for row in store.holding_capacity(self.db, self.tenant, device_id):
+            for row in self.repos.sessions.holding_capacity(self.tenant, device_id):
                 reported.pop(row.lease_id or "", None)
                 self._reconcile(out, row, now, hello, epoch_changed)
             for lease_id, lease in reported.items():  # leases we no longer know as live
@@ -340,15 +340,19 @@ class TenantCoordinator:
                 self._lose(out, row, now, "device_lost", release=True)
                 return
             epoch = row.lease_epoch + 1
-            changes: dict[str, Any] = {
-                "lease_epoch": epoch,
-                "browser_epoch": new_epoch,
-                "writes_blocked_reason": row.writes_blocked_reason or "browser_epoch_changed",
-                "grace_deadline": row.grace_deadline or now + GRACE_S,
-            }
-            if state == SessionState.CONNECTED:
-                changes["status"] = self._move(row, SessionState.RECOVERING)
-            store.update(self.db, row.session_id, **changes)
+            grace = row.grace_deadline or now + GRACE_S
+            self.repos.sessions.rebind_epoch(
+                row.session_id,
+                lease_epoch=epoch,
+                browser_epoch=new_epoch,
+                writes_blocked_reason=row.writes_blocked_reason or "browser_epoch_changed",
+                grace_deadline=grace,
+                status=(
+                    self._move(row, SessionState.RECOVERING)
+                    if state == SessionState.CONNECTED
+                    else None
+                ),
+            )
             out.epoch_lost.append(row.session_id)
             out.demote.append(row.session_id)
             out.send(
@@ -358,7 +362,7 @@ class TenantCoordinator:
                     row.lease_id or "",
                     epoch,
                     row.allowed_origins,
-                    changes["grace_deadline"],
+                    grace,
                 ),
             )
             return
@@ -381,17 +385,14 @@ class TenantCoordinator:
             state == SessionState.RECOVERING
             and row.writes_blocked_reason != "browser_epoch_changed"
         ):
-            store.update(
-                self.db,
-                row.session_id,
-                grace_deadline=None,
-                status=self._move(row, SessionState.CONNECTED),
+            self.repos.sessions.mark_connected(
+                row.session_id, status=self._move(row, SessionState.CONNECTED)
             )
         out.send(device_id, self._ticket_frame(row, now))
 
     async def provision_ack(self, device_id: str, ack: m.DeviceClientProvisionAck) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.db, str(ack.lease_id))
+            row = self.repos.sessions.by_lease(str(ack.lease_id))
             if row is None or row.tenant != self.tenant or row.device_id != device_id:
                 out.send(
                     device_id,
@@ -423,16 +424,13 @@ class TenantCoordinator:
             if ack.outcome == "refused":
                 self._lose(out, row, now, "provisioning_failed", release=True)
                 return
-            store.update(
-                self.db,
+            updated = self.repos.sessions.provisioned(
                 row.session_id,
                 status=self._move(row, SessionState.CONNECTED),
                 tab_id=ack.tab_id,
                 browser_epoch=str(ack.browser_epoch),
-                provision_deadline=None,
-                grace_deadline=None,
             )
-            updated = store.require(self.db, row.session_id)
+            assert updated is not None  # noqa: S101 - read in this turn
             out.send(device_id, self._ticket_frame(updated, now))
             out.wake.append(row.session_id)
 
@@ -460,7 +458,7 @@ class TenantCoordinator:
         """Settle a fenced close. False when the acknowledgement is stale."""
 
         def body(out: Outbox, now: float) -> bool:
-            row = store.by_lease(self.db, str(ack.lease_id))
+            row = self.repos.sessions.by_lease(str(ack.lease_id))
             if row is None or row.tenant != self.tenant or row.device_id != device_id:
                 return False
             if ack.lease_epoch != row.lease_epoch or not row.capacity_held:
@@ -469,7 +467,7 @@ class TenantCoordinator:
             if state == SessionState.CLOSING:
                 self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
             elif state.terminal:
-                store.update(self.db, row.session_id, capacity_held=0)
+                self.repos.sessions.release_capacity(row.session_id)
             else:
                 return False
             out.wake.append(row.session_id)
@@ -481,19 +479,19 @@ class TenantCoordinator:
         self, device_id: str, lease_id: Any, lease_epoch: int, reason: str
     ) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.db, str(lease_id))
+            row = self.repos.sessions.by_lease(str(lease_id))
             if row is None or row.device_id != device_id or lease_epoch != row.lease_epoch:
                 return
             state = SessionState(row.status)
             if state == SessionState.CLOSING:
                 self._finish(row, now, SessionState(row.end_intent or SessionState.CLOSED.value))
             elif state.terminal:
-                store.update(self.db, row.session_id, capacity_held=0)
+                self.repos.sessions.release_capacity(row.session_id)
             elif row.mode == "attended" and reason in ("tab_closed", "detached_by_user"):
                 self._begin_close(
                     out, row, now, intent=SessionState.CLOSED, reason=reason, notify=False
                 )
-                closing = store.require(self.db, row.session_id)
+                closing = self.repos.sessions.require(row.session_id)
                 self._finish(closing, now, SessionState.CLOSED)
             else:
                 self._lose(
@@ -520,7 +518,7 @@ class TenantCoordinator:
                     ),
                 )
 
-            row = store.get(self.db, str(request.session_id))
+            row = self.repos.sessions.get(str(request.session_id))
             if row is None or row.tenant != self.tenant or row.mode != "attended":
                 refuse("session_not_found", "no attended session with this id in your tenant")
                 return
@@ -530,13 +528,12 @@ class TenantCoordinator:
             if ATTENDED_CAPABILITY not in device.capabilities:
                 refuse("protocol_upgrade_required", "update the extension to attach tabs")
                 return
-            used = len(store.holding_capacity(self.db, self.tenant, device.device_id))
+            used = len(self.repos.sessions.holding_capacity(self.tenant, device.device_id))
             if used >= DEVICE_CAPACITY:
                 refuse("capacity_exhausted", "this browser already controls two tabs; close one")
                 return
             lease_id = str(uuid.uuid4())
-            store.update(
-                self.db,
+            updated = self.repos.sessions.attached(
                 row.session_id,
                 status=self._move(row, SessionState.CONNECTED),
                 device_id=device.device_id,
@@ -544,9 +541,9 @@ class TenantCoordinator:
                 lease_epoch=1,
                 tab_id=request.tab_id,
                 browser_epoch=str(request.browser_epoch),
-                capacity_held=1,
             )
-            credentials.device_assigned(self.db, self.tenant, device.device_id, now)
+            assert updated is not None  # noqa: S101 - read in this turn
+            self.repos.devices.assigned(self.tenant, device.device_id, now)
             out.send(
                 device.device_id,
                 m.DeviceServerAttachResult(
@@ -558,7 +555,6 @@ class TenantCoordinator:
                     lease_epoch=1,
                 ),
             )
-            updated = store.require(self.db, row.session_id)
             out.send(device.device_id, self._ticket_frame(updated, now))
             self._telemetry(
                 "lifecycle.transition",
@@ -571,7 +567,7 @@ class TenantCoordinator:
 
     async def ticket_request(self, device_id: str, request: m.DeviceClientTicketRequest) -> None:
         def body(out: Outbox, now: float) -> None:
-            row = store.by_lease(self.db, str(request.lease_id))
+            row = self.repos.sessions.by_lease(str(request.lease_id))
             if (
                 row is None
                 or row.device_id != device_id
@@ -606,22 +602,21 @@ class TenantCoordinator:
         Every turn ends here, so this must not load the tenant's rows into Python: a tenant of
         1,000 devices would otherwise make each connect O(N). The cases are `_tick`'s own.
         """
-        return store.next_deadline(self.db, self.tenant, offline_after_s=OFFLINE_AFTER_S)
+        return self.repos.sessions.next_deadline(self.tenant, offline_after_s=OFFLINE_AFTER_S)
 
     def _offline(self, device_id: str, seen: float, reason: str) -> None:
         """The device is gone: its sessions recover until `GRACE_S` after it was last seen."""
-        credentials.device_offline(self.db, self.tenant, device_id)
+        self.repos.devices.offline(self.tenant, device_id)
         self._telemetry("device.offline", device=device_id, reason=reason)
-        for row in store.holding_capacity(self.db, self.tenant, device_id):
+        for row in self.repos.sessions.holding_capacity(self.tenant, device_id):
             if row.status == SessionState.CONNECTED:
-                store.update(
-                    self.db,
+                self.repos.sessions.start_grace(
                     row.session_id,
                     grace_deadline=seen + GRACE_S,
                     status=self._move(row, SessionState.RECOVERING),
                 )
             elif row.grace_deadline is None:
-                store.update(self.db, row.session_id, grace_deadline=seen + GRACE_S)
+                self.repos.sessions.start_grace(row.session_id, grace_deadline=seen + GRACE_S)
 
     async def device_disconnected(self, device_id: str) -> None:
         """The device's authoritative socket closed: it is offline now, not 75 s from now.
@@ -634,10 +629,10 @@ class TenantCoordinator:
         def body(out: Outbox, now: float) -> None:
             if self._devices.connected(device_id):
                 return  # it reconnected before this turn ran; its hello reconciles the leases
-            device = credentials.get_device(self.db, self.tenant, device_id)
+            device = self.repos.devices.get(self.tenant, device_id)
             if device is None:
                 return
-            held = store.holding_capacity(self.db, self.tenant, device_id)
+            held = self.repos.sessions.holding_capacity(self.tenant, device_id)
             if not device.online and all(row.grace_deadline is not None for row in held):
                 # Already offline with every session recovering (a revoked device, or a socket
                 # that never said hello): no write, so a reconnecting flood costs no fsync.
@@ -647,11 +642,11 @@ class TenantCoordinator:
         await self._turns.run(body)
 
     def _tick(self, out: Outbox, now: float) -> None:
-        for device in credentials.tenant_devices(self.db, self.tenant):
+        for device in self.repos.devices.of_tenant(self.tenant):
             seen = device.last_seen_at
             if device.online and seen is not None and now >= seen + OFFLINE_AFTER_S:
                 self._offline(device.device_id, seen, "heartbeat_gap")
-        for row in store.unsettled(self.db, self.tenant):
+        for row in self.repos.sessions.unsettled(self.tenant):
             state = SessionState(row.status)
             if state.live and now >= row.expires_at:
                 self._expire(out, row, now, "hard_expiry")
@@ -669,7 +664,7 @@ class TenantCoordinator:
                 elif state == SessionState.CLOSING:
                     self._finish(row, now, SessionState(row.end_intent or "closed"))
                 elif state.terminal and row.capacity_held:
-                    store.update(self.db, row.session_id, capacity_held=0)
+                    self.repos.sessions.release_capacity(row.session_id)
 
     # -- transitions ---------------------------------------------------------------------------
 
@@ -687,12 +682,11 @@ class TenantCoordinator:
         if row.capacity_held and row.device_id:
             self._begin_close(out, row, now, intent=SessionState.EXPIRED, reason=reason)
         else:
-            store.update(
-                self.db,
+            self.repos.sessions.expire(
                 row.session_id,
                 status=self._move(row, SessionState.EXPIRED),
                 ended_at=now,
-                end_reason=reason,
+                reason=reason,
             )
             out.wake.append(row.session_id)
 
@@ -707,47 +701,35 @@ class TenantCoordinator:
         notify: bool = True,
     ) -> None:
         """Persist `closing` first; the close frame leaves after the commit."""
-        store.update(
-            self.db,
+        closing = self.repos.sessions.begin_close(
             row.session_id,
             status=self._move(row, SessionState.CLOSING),
             end_intent=intent.value,
             end_reason=reason,
             grace_deadline=now + GRACE_S,
-            provision_deadline=None,
         )
+        assert closing is not None  # noqa: S101 - read in this turn
         out.demote.append(row.session_id)
         if not (row.capacity_held and row.device_id):
-            closing = store.require(self.db, row.session_id)
             self._finish(closing, now, intent)
             return
         if notify:
             out.send(row.device_id, self._close_frame(row, _close_reason(reason)))
 
     def _finish(self, row: SessionRow, now: float, final: SessionState) -> None:
-        store.update(
-            self.db,
-            row.session_id,
-            status=self._move(row, final),
-            ended_at=now,
-            capacity_held=0,
-            grace_deadline=None,
-        )
+        self.repos.sessions.finish(row.session_id, status=self._move(row, final), ended_at=now)
 
     def _lose(
         self, out: Outbox, row: SessionRow, now: float, reason: str, *, release: bool
     ) -> None:
         """The session is lost. Unless `release`, its tab may still exist: keep the capacity until
         the device acknowledges a close or the device-loss deadline passes."""
-        store.update(
-            self.db,
+        self.repos.sessions.lose(
             row.session_id,
             status=self._move(row, SessionState.LOST),
             ended_at=now,
-            end_reason=reason,
-            provision_deadline=None,
-            capacity_held=0 if release else int(row.capacity_held),
-            grace_deadline=None if release else now + GRACE_S,
+            reason=reason,
+            keep_capacity_until=None if release else now + GRACE_S,
         )
         out.demote.append(row.session_id)
         out.wake.append(row.session_id)
@@ -757,13 +739,13 @@ class TenantCoordinator:
     # -- helpers -------------------------------------------------------------------------------
 
     def _own(self, session_id: str) -> SessionRow:
-        row = store.get(self.db, session_id)
+        row = self.repos.sessions.get(session_id)
         if row is None or row.tenant != self.tenant:
             raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
         return row
 
     def _take_quota(self, scope: str, subject: str, limit: int, now: float) -> None:
-        wait = quotas.take(self.db, scope, f"{self.tenant}/{subject}", limit, now)
+        wait = self.repos.quotas.take(scope, f"{self.tenant}/{subject}", limit, now)
         record = self._refusal if wait else self._telemetry
         record(
             "quota.decision", scope=scope, outcome="refused" if wait else "allowed", actor=subject
@@ -779,8 +761,8 @@ class TenantCoordinator:
 
     def _allocate(self, device_id: str | None, origins: list[str], profile_hash: str) -> Device:
         return allocate(
-            credentials.tenant_devices(self.db, self.tenant),
-            lambda device: store.holding_capacity(self.db, self.tenant, device),
+            self.repos.devices.of_tenant(self.tenant),
+            lambda device: self.repos.sessions.holding_capacity(self.tenant, device),
             device_id=device_id,
             origins=origins,
             profile_hash=profile_hash,

@@ -20,7 +20,6 @@ from pydantic import TypeAdapter, ValidationError
 from understudy._clock import utc
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._policy import HEARTBEAT_INTERVAL_MS
-from understudy._store import credentials, tickets
 from understudy._turns import Outbox as TurnOutbox
 from understudy._turns import Turns
 from understudy.generated import models as m
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from understudy._connection import Connection
     from understudy._ports import ActorBase, TenantLink
     from understudy._security import TicketClaims
+    from understudy._store._ports import Repositories
 
 __all__ = ["DeviceAgent"]
 
@@ -55,7 +55,7 @@ class DeviceAgent:
     def __init__(
         self, base: ActorBase, tenant: str, device_id: str, *, coordinator: TenantLink
     ) -> None:
-        self.db = base.db
+        self.repos: Repositories = base.repos
         self.clock = base.clock
         self._telemetry = base.telemetry
         self.tenant = tenant
@@ -91,8 +91,8 @@ class DeviceAgent:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
 
         def body(out: _Outbox, now: float) -> bool:
-            fresh = tickets.consume_jti(self.db, claims.jti, claims.exp, now)
-            device = credentials.get_device(self.db, self.tenant, self.device_id)
+            fresh = self.repos.tickets.consume(claims.jti, claims.exp, now)
+            device = self.repos.devices.get(self.tenant, self.device_id)
             if not fresh or device is None or device.revoked_at is not None:
                 reason = "replayed" if not fresh else "revoked"
                 self._turns.report(
@@ -156,7 +156,7 @@ class DeviceAgent:
                         )
                     )
             case m.DeviceClientAttachRequest():
-                device = credentials.get_device(self.db, self.tenant, self.device_id)
+                device = self.repos.devices.get(self.tenant, self.device_id)
                 if device is not None:
                     await coordinator.attach_request(device, frame)
             case m.DeviceClientRecoveryReport():
@@ -185,7 +185,7 @@ class DeviceAgent:
                 assert_never(frame)
 
     def _heartbeat(self, out: _Outbox, now: float, frame: m.DeviceClientHeartbeat) -> None:
-        credentials.device_seen(self.db, self.tenant, self.device_id, now)
+        self.repos.devices.seen(self.tenant, self.device_id, now)
         out.frames.append(
             m.DeviceServerHeartbeatAck(type="heartbeat_ack", seq=frame.seq, server_time=utc(now))
         )
@@ -197,10 +197,9 @@ class DeviceAgent:
             return
 
         def body(out: _Outbox, now: float) -> bool:
-            before = credentials.get_device(self.db, self.tenant, self.device_id)
+            before = self.repos.devices.get(self.tenant, self.device_id)
             previous = before.browser_epoch if before is not None else None
-            connection_epoch = credentials.device_connected(
-                self.db,
+            connection_epoch = self.repos.devices.connected(
                 self.tenant,
                 self.device_id,
                 now=now,
@@ -222,7 +221,8 @@ class DeviceAgent:
                     type="welcome",
                     device_id=self.device_id,
                     protocol_version=version,
-                    connection_epoch=connection_epoch,
+                    # 0: the device row is gone (no epoch was counted for it)
+                    connection_epoch=connection_epoch if connection_epoch is not None else 0,
                     heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
                     server_time=utc(now),
                 )

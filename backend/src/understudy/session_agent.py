@@ -43,8 +43,8 @@ from understudy._policy import (
     SYNC_WAIT_S,
 )
 from understudy._problems import ProblemError
-from understudy._store import blocked, commands, credentials, dialogs, tickets, vault
-from understudy._store import sessions as store
+from understudy._store import vault
+from understudy._store.commands import CommandOutcome, NewCommand
 from understudy._turns import Outbox as TurnOutbox
 from understudy._turns import Timer, Turns
 from understudy._write_protocol import Decision, Effect, Event, JournalState, Kind, decide
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from understudy._connection import Connection
     from understudy._ports import ActorBase
     from understudy._security import Keys, TicketClaims
+    from understudy._store._ports import Repositories
     from understudy._store.commands import CommandRow
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ class SessionAgent:
     """
 
     def __init__(self, base: ActorBase, session_id: str, *, keys: Keys, quota: QuotaPolicy) -> None:
-        self.db = base.db
+        self.repos: Repositories = base.repos
         self.clock = base.clock
         self.keys = keys
         self.quota = quota
@@ -158,12 +159,12 @@ class SessionAgent:
         )
 
         def body(out: _Outbox, now: float) -> CommandRow:
-            session = store.get(self.db, self.session_id)
+            session = self.repos.sessions.get(self.session_id)
             if session is None or session.tenant != tenant:
                 raise ProblemError(
                     404, "session_not_found", "no session with this id in your tenant"
                 )
-            prior = commands.get(self.db, self.session_id, command_id)
+            prior = self.repos.commands.get(self.session_id, command_id)
             if prior is not None and not _security.digests_equal(prior.fingerprint, fingerprint):
                 raise ProblemError(
                     409,
@@ -183,7 +184,7 @@ class SessionAgent:
                 raise ProblemError(
                     410, "session_terminal", f"the session is {state.value}; create a new session"
                 )
-            busy = commands.open_commands(self.db, self.session_id)
+            busy = self.repos.commands.open_commands(self.session_id)
             if busy:
                 raise ProblemError(
                     429,
@@ -192,7 +193,7 @@ class SessionAgent:
                     retry_after=1,
                     retry_policy="wait_for_slot",
                 )
-            check_capabilities(self.db, session, self.hello, command, kind, dry_run, command_id)
+            check_capabilities(self.repos, session, self.hello, command, kind, dry_run, command_id)
             if not self.available:
                 raise ProblemError(
                     503,
@@ -203,56 +204,51 @@ class SessionAgent:
                     else "the tab's connection is down; retry after Retry-After",
                     retry_after=2,
                 )
-            take_quotas(self.db, self.quota, session, actor, name, now, self._turns.report_refusal)
+            take_quotas(
+                self.repos, self.quota, session, actor, name, now, self._turns.report_refusal
+            )
             epoch = session.lease_epoch
+            ready_deadline = None if kind == "read" else now + READY_DEADLINE_S
+            deadline = now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S)
             if prior is None:
-                commands.insert(
-                    self.db,
-                    session_id=self.session_id,
-                    command_id=command_id,
-                    tenant=tenant,
-                    actor=actor,
-                    name=name,
-                    kind=kind,
-                    dry_run=dry_run,
-                    fingerprint=fingerprint,
-                    request=command,
-                    state=target.value,
-                    lease_epoch=epoch,
-                    browser_epoch=session.browser_epoch,
-                    admitted_at=now,
-                    ready_deadline=None if kind == "read" else now + READY_DEADLINE_S,
-                    deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
+                self.repos.commands.insert(
+                    NewCommand(
+                        session_id=self.session_id,
+                        command_id=command_id,
+                        tenant=tenant,
+                        actor=actor,
+                        name=name,
+                        kind=kind,
+                        dry_run=dry_run,
+                        fingerprint=fingerprint,
+                        request=command,
+                        state=target.value,
+                        lease_epoch=epoch,
+                        browser_epoch=session.browser_epoch,
+                        admitted_at=now,
+                        ready_deadline=ready_deadline,
+                        deadline=deadline,
+                    )
                 )
+                row = self.repos.commands.get(self.session_id, command_id)
             else:  # a retry of a command that never ran
-                commands.update(
-                    self.db,
+                row = self.repos.commands.readmit(
                     self.session_id,
                     command_id,
                     state=target.value,
                     attempt=prior.attempt + 1,
                     lease_epoch=epoch,
-                    admitted_at=now,
                     browser_epoch=session.browser_epoch,
                     request=command,
-                    error_code=None,
-                    error_message=None,
-                    completed_at=None,
-                    ready_deadline=None if kind == "read" else now + READY_DEADLINE_S,
-                    deadline=now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S),
+                    admitted_at=now,
+                    ready_deadline=ready_deadline,
+                    deadline=deadline,
                 )
-            row = commands.get(self.db, self.session_id, command_id)
             assert row is not None  # noqa: S101 - written above
-            # The admitted command moves the idle expiry in this same transaction. The tenant's
-            # timer may then fire early for the old deadline; its tick finds nothing due and
-            # re-arms, so no coordinator turn is needed per command.
-            store.update(
-                self.db,
-                self.session_id,
-                last_command_at=now,
-                idle_expires_at=min(session.expires_at, now + IDLE_TTL_S),
-                command_count=session.command_count + 1,
-            )
+            # The admitted command moves the idle expiry in this same transaction (never past the
+            # hard expiry). The tenant's timer may then fire early for the old deadline; its tick
+            # finds nothing due and re-arms, so no coordinator turn is needed per command.
+            self.repos.sessions.record_command(self.session_id, now=now, idle_ttl_s=IDLE_TTL_S)
             self._turns.report(
                 "command.admitted", tenant=tenant, session=self.session_id, command=name, kind=kind
             )
@@ -283,7 +279,7 @@ class SessionAgent:
 
     async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
         """Wait (on the injected clock) until the command is no longer open, or `within` passes."""
-        row = commands.get(self.db, self.session_id, command_id)
+        row = self.repos.commands.get(self.session_id, command_id)
         assert row is not None  # noqa: S101 - the caller admitted it
         until = min(row.admitted_at + within, row.deadline)
         event = self._events.setdefault(command_id, asyncio.Event())
@@ -294,12 +290,12 @@ class SessionAgent:
                 # The deadline may be due this very moment. Shielded: if the waiting request
                 # goes away (its key was revoked), the turn it started still runs to its end.
                 await asyncio.shield(self._turns.run(self._expire_due))
-                latest = commands.get(self.db, self.session_id, command_id)
+                latest = self.repos.commands.get(self.session_id, command_id)
                 assert latest is not None  # noqa: S101
                 return latest
             event.clear()
             await wait_until(event, self.clock, until)
-            row = commands.get(self.db, self.session_id, command_id)
+            row = self.repos.commands.get(self.session_id, command_id)
             assert row is not None  # noqa: S101
 
     # -- frames from the extension -------------------------------------------------------------
@@ -308,9 +304,9 @@ class SessionAgent:
         """Make `conn` authoritative if its ticket is fresh and its authority current."""
 
         def body(out: _Outbox, now: float) -> bool:
-            fresh = tickets.consume_jti(self.db, claims.jti, claims.exp, now)
-            row = store.get(self.db, self.session_id)
-            device = credentials.get_device(self.db, claims.tenant, claims.device)
+            fresh = self.repos.tickets.consume(claims.jti, claims.exp, now)
+            row = self.repos.sessions.get(self.session_id)
+            device = self.repos.devices.get(claims.tenant, claims.device)
             authoritative = (
                 row is not None
                 # A ticket minted before its device was revoked dies with it.
@@ -410,14 +406,14 @@ class SessionAgent:
             cancel: list[uuid.UUID] = []
             unknown: list[uuid.UUID] = []
             settled: list[tuple[CommandRow | None, str, Decision]] = []
-            for open_row in commands.open_commands(self.db, self.session_id):
+            for open_row in self.repos.commands.open_commands(self.session_id):
                 held = journal.get(open_row.command_id)
                 decision = self._decide(open_row, Event.HELLO, held)
                 settled.append((open_row, open_row.command_id, decision))
             seen = {command_id for _, command_id, _ in settled}
             for command_id, held in journal.items():  # entries we already settled, or never had
                 if command_id not in seen:
-                    row = commands.get(self.db, self.session_id, command_id)
+                    row = self.repos.commands.get(self.session_id, command_id)
                     settled.append((row, command_id, self._decide(row, Event.HELLO, held)))
             for row, command_id, decision in settled:
                 self._apply(out, row, uuid.UUID(command_id), decision, now)
@@ -425,7 +421,7 @@ class SessionAgent:
                     cancel.append(uuid.UUID(command_id))
                 if decision.has(Effect.HELLO_UNKNOWN):
                     unknown.append(uuid.UUID(command_id))
-            session = store.require(self.db, self.session_id)
+            session = self.repos.sessions.require(self.session_id)
             out.frames.append(
                 m.SessionServerHelloAck(
                     type="hello_ack",
@@ -442,7 +438,7 @@ class SessionAgent:
         self._ready.set()
 
     def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
-        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        row = self.repos.commands.get(self.session_id, str(frame.command_id))
         succeeded = frame.outcome == "succeeded"
         event = Event.READ_SUCCEEDED if succeeded else Event.READ_FAILED
         decision = self._decide(row, event, kind="read")
@@ -451,7 +447,7 @@ class SessionAgent:
         )
 
     def _write_ready(self, out: _Outbox, now: float, frame: m.SessionClientWriteReady) -> None:
-        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        row = self.repos.commands.get(self.session_id, str(frame.command_id))
         decision = self._decide(row, Event.WRITE_READY)
         if row is None or not decision.has(Effect.SEND_GRANT):
             self._apply(out, row, frame.command_id, decision, now)
@@ -466,9 +462,9 @@ class SessionAgent:
         if row.name == "fill_secret":
             name = command.secret_ref.removeprefix("vault:")
             if row.dry_run:  # a dry run checks the secret exists, never decrypts it
-                secret = "" if vault.exists(self.db, row.tenant, name) else None
+                secret = "" if self.repos.vault.exists(row.tenant, name) else None
             else:
-                secret = vault.reveal(self.db, self.keys, row.tenant, name)
+                secret = vault.reveal(self.repos.vault, self.keys, row.tenant, name)
             if secret is None:
                 missing = m.ErrorInfo(
                     code="secret_not_found",
@@ -493,7 +489,7 @@ class SessionAgent:
         )
 
     def _result(self, out: _Outbox, now: float, frame: m.SessionClientResult) -> None:
-        row = commands.get(self.db, self.session_id, str(frame.command_id))
+        row = self.repos.commands.get(self.session_id, str(frame.command_id))
         event = Event.WRITE_SUCCEEDED if frame.outcome == "succeeded" else Event.WRITE_FAILED
         decision = self._decide(row, event, kind="write")
         self._apply(
@@ -502,7 +498,7 @@ class SessionAgent:
 
     def _dialog(self, out: _Outbox, now: float, frame: m.SessionClientDialog) -> None:
         record = frame.dialog.to_wire()
-        if dialogs.record(self.db, self.session_id, str(frame.dialog.dialog_id), record, now):
+        if self.repos.dialogs.record(self.session_id, str(frame.dialog.dialog_id), record, now):
             self._turns.report(
                 "dialog.recorded",
                 session=self.session_id,
@@ -516,7 +512,7 @@ class SessionAgent:
     def _navigation_blocked(self, now: float, frame: m.SessionClientNavigationBlocked) -> None:
         """Keep what the page tried for the session status; the origin never reaches telemetry."""
         record = frame.blocked.to_wire()
-        if blocked.record(self.db, self.session_id, str(frame.blocked.blocked_id), record, now):
+        if self.repos.blocked.record(self.session_id, str(frame.blocked.blocked_id), record, now):
             self._turns.report(
                 "navigation.blocked",
                 session=self.session_id,
@@ -555,24 +551,15 @@ class SessionAgent:
         target = decision.target
         if row is not None and target is not None:
             if target.open:  # granted: the deadline of the work runs on
-                commands.update(
-                    self.db,
-                    self.session_id,
-                    row.command_id,
-                    state=target.value,
-                    ready_deadline=None,
-                )
+                self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
             else:
                 self._end(row, target, now, decision.has(Effect.RECORD_OUTCOME), result, error)
             out.wake.add(row.command_id)
         if row is not None and decision.has(Effect.BLOCK_WRITES):
-            session = store.require(self.db, self.session_id)
+            session = self.repos.sessions.require(self.session_id)
             if session.writes_blocked_reason is None:  # the first reason stays the one reported
-                store.update(
-                    self.db,
-                    self.session_id,
-                    writes_blocked_reason="unknown_outcome",
-                    writes_blocked_command=row.command_id,
+                self.repos.sessions.block_writes(
+                    self.session_id, reason="unknown_outcome", command_id=row.command_id
                 )
         if decision.step is not None:
             out.step = decision.step
@@ -591,22 +578,18 @@ class SessionAgent:
         error: m.ErrorInfo | None,
     ) -> None:
         """Persist a terminal state, with the outcome's columns when the extension gave one."""
-        outcome: dict[str, Any] = {}
-        if reported:
-            outcome = {
-                "result": result.to_wire() if result is not None else None,
-                "error_code": error.code if error is not None else None,
-                "error_message": error.message if error is not None else None,
-                "request": None,  # the arguments are not kept once the outcome is
-            }
-        commands.update(
-            self.db,
-            self.session_id,
-            row.command_id,
-            state=target.value,
-            completed_at=now,
-            ready_deadline=None,
-            **outcome,
+        # With an outcome, the request's arguments are dropped: they are not kept once it is.
+        outcome = (
+            CommandOutcome(
+                result=result.to_wire() if result is not None else None,
+                error_code=error.code if error is not None else None,
+                error_message=error.message if error is not None else None,
+            )
+            if reported
+            else None
+        )
+        self.repos.commands.settle(
+            self.session_id, row.command_id, state=target.value, completed_at=now, outcome=outcome
         )
         # Latency only for outcomes the extension reported; the others ended on a deadline.
         latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if reported else {}
@@ -621,7 +604,7 @@ class SessionAgent:
 
     def _settle_open(self, out: _Outbox, now: float, event: Event) -> None:
         """Decide `event` for every open command."""
-        for row in commands.open_commands(self.db, self.session_id):
+        for row in self.repos.commands.open_commands(self.session_id):
             decision = self._decide(row, event)
             self._apply(out, row, uuid.UUID(row.command_id), decision, now)
 
@@ -633,8 +616,8 @@ class SessionAgent:
     # -- the timer -----------------------------------------------------------------------------
 
     def _expire_due(self, out: _Outbox, now: float) -> None:
-        session = store.get(self.db, self.session_id)
-        for row in commands.open_commands(self.db, self.session_id):
+        session = self.repos.sessions.get(self.session_id)
+        for row in self.repos.commands.open_commands(self.session_id):
             if session is not None and row.lease_epoch < session.lease_epoch:
                 event = Event.EPOCH_LOST
             elif now >= _due(row):
@@ -645,10 +628,10 @@ class SessionAgent:
 
     def _next_due(self) -> float | None:
         """The earliest moment `_expire_due` has something to do."""
-        rows = commands.open_commands(self.db, self.session_id)
+        rows = self.repos.commands.open_commands(self.session_id)
         if not rows:  # the common case after an outcome: no session read needed
             return None
-        session = store.get(self.db, self.session_id)
+        session = self.repos.sessions.get(self.session_id)
         epoch = session.lease_epoch if session is not None else 0
         # A command of an older lease epoch is due at once: its admission time has passed.
         return min(

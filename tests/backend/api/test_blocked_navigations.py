@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tests.backend.conftest import Backend, post_create, unattended
 from tests.support.simdevice import Behaviour, SimulatedDevice
-from understudy._store import LATEST, blocked
+from understudy._store import LATEST
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -164,14 +164,16 @@ def test_records_are_deduplicated_and_only_the_newest_50_keep_their_payload(
     db: Database = backend.services.db
     assert LATEST >= 3
     with db.transaction():
-        assert blocked.record(db, "s1", "b0", _record("b0"), 1.0) is True
-        assert blocked.record(db, "s1", "b0", _record("b0"), 2.0) is False
+        assert db.storage.repos.blocked.record("s1", "b0", _record("b0"), 1.0) is True
+        assert db.storage.repos.blocked.record("s1", "b0", _record("b0"), 2.0) is False
         for i in range(1, 55):
-            blocked.record(db, "s1", f"b{i}", _record(f"b{i}"), 1.0 + i)
-        blocked.record(db, "s2", "other", _record("other"), 0.5)
+            db.storage.repos.blocked.record("s1", f"b{i}", _record(f"b{i}"), 1.0 + i)
+        db.storage.repos.blocked.record("s2", "other", _record("other"), 0.5)
     with db.transaction():
-        newest = blocked.newest(db, "s1")
+        newest = db.storage.repos.blocked.newest("s1")
     assert [r["blockedId"] for r in newest] == [f"b{i}" for i in range(54, 4, -1)]
     with db.transaction():
-        assert blocked.record(db, "s1", "b1", _record("b1"), 99.0) is False, "a tombstone stays"
-        assert [r["blockedId"] for r in blocked.newest(db, "s2")] == ["other"]
+        assert db.storage.repos.blocked.record("s1", "b1", _record("b1"), 99.0) is False, (
+            "a tombstone stays"
+        )
+        assert [r["blockedId"] for r in db.storage.repos.blocked.newest("s2")] == ["other"]

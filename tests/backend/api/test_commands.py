@@ -384,9 +384,9 @@ async def test_fill_secret_resolves_plaintext_only_into_the_grant(
 ) -> None:
     plaintext = "correct horse battery staple 7f3a"
     services = backend.services
-    with services.db.transaction():
+    with services.storage.transaction() as tx:
         vault.put(
-            services.db, services.keys, "acme", "login-password", plaintext, services.clock.now()
+            tx.vault, services.keys, "acme", "login-password", plaintext, services.clock.now()
         )
     async with backend.client(backend.api_key()) as http:
         device, sid = await _session(backend, http)
@@ -496,8 +496,8 @@ async def test_health_frames_become_content_free_telemetry(backend: Backend) -> 
 
 async def test_a_dry_run_fill_secret_never_decrypts_the_secret(backend: Backend) -> None:
     services = backend.services
-    with services.db.transaction():
-        vault.put(services.db, services.keys, "acme", "pin", "4711-secret", services.clock.now())
+    with services.storage.transaction() as tx:
+        vault.put(tx.vault, services.keys, "acme", "pin", "4711-secret", services.clock.now())
     async with backend.client(backend.api_key()) as http:
         device, sid = await _session(backend, http)
         url = f"/v1/sessions/{sid}/commands"

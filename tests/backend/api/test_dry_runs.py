@@ -40,8 +40,8 @@ async def test_a_fill_secret_dry_run_checks_the_vault_entry_and_sends_no_plainte
     backend: Backend, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services = backend.services
-    with services.db.transaction():
-        vault.put(services.db, services.keys, "acme", "pin", PLAINTEXT, services.clock.now())
+    with services.storage.transaction() as tx:
+        vault.put(tx.vault, services.keys, "acme", "pin", PLAINTEXT, services.clock.now())
 
     def no_decrypting(*args: object) -> str:
         raise AssertionError("a dry run decrypted the secret")

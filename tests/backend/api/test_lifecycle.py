@@ -9,7 +9,6 @@ from typing import Any
 
 from tests.backend.conftest import Backend, idem, unattended
 from tests.support.simdevice import Behaviour, SimulatedDevice
-from understudy._store import credentials, sessions
 from understudy.generated import models as m
 
 
@@ -72,8 +71,8 @@ async def _keep_alive(backend: Backend, seconds: float, device: str = "laptop-1"
     while seconds > 0:
         step = min(70.0, seconds)
         await backend.clock.advance(step)
-        with services.db.transaction():
-            credentials.device_seen(services.db, "acme", device, services.clock.now())
+        with services.storage.transaction() as tx:
+            tx.devices.seen("acme", device, services.clock.now())
         seconds -= step
 
 
@@ -176,9 +175,9 @@ async def test_provisioning_deadline_loses_the_session_and_keeps_capacity_until_
         assert (tomb["status"], tomb["reason"]) == ("lost", "provisioning_failed")
         assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 1
         await _heartbeats(backend, device, 90)
-        db = backend.services.db
+        repos = backend.services.repos
         await backend.until(
-            lambda: not sessions.holding_capacity(db, "acme", "laptop-1"), "capacity released"
+            lambda: not repos.sessions.holding_capacity("acme", "laptop-1"), "capacity released"
         )
         assert (await http.get("/v1/devices")).json()["devices"][0]["usedCapacity"] == 0
 

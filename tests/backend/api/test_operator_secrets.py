@@ -27,7 +27,7 @@ def _stored(backend: Backend) -> bytes:
 
 
 def _reveal(backend: Backend, tenant: str, name: str) -> str | None:
-    return vault.reveal(backend.services.db, backend.services.keys, tenant, name)
+    return vault.reveal(backend.services.repos.vault, backend.services.keys, tenant, name)
 
 
 def _problem(response: httpx.Response, status: int, code: str) -> None:
@@ -53,7 +53,7 @@ async def test_putting_a_name_again_replaces_its_value(backend: Backend) -> None
         assert (await http.put(VAULT_PATH, json={"value": "first"})).status_code == 204
         assert (await http.put(VAULT_PATH, json={"value": VALUE})).status_code == 204
     assert _reveal(backend, "acme", "su-login") == VALUE
-    assert vault.names(backend.services.db, "acme") == ["su-login"]
+    assert backend.services.repos.vault.names("acme") == ["su-login"]
 
 
 async def test_a_deleted_secret_is_gone_and_deleting_it_again_is_404(backend: Backend) -> None:
@@ -111,7 +111,7 @@ async def test_bad_input_is_400_and_never_echoes_the_value(
         response = await http.request(method, path, json=body)
     _problem(response, 400, "invalid_request")
     assert VALUE not in response.text
-    assert vault.names(backend.services.db, "acme") == []
+    assert backend.services.repos.vault.names("acme") == []
 
 
 async def test_a_secret_put_by_the_operator_is_typed_by_fill_secret_until_deleted(

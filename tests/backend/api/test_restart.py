@@ -19,7 +19,6 @@ import pytest
 from tests.backend.conftest import idem, start_backend, stop_backend, unattended
 from tests.support.simdevice import Behaviour
 from understudy._clock import ManualClock
-from understudy._store import credentials, sessions
 from understudy.generated import models as m
 from understudy.generated.protocol import DEVICE_OFFLINE_AFTER_S
 
@@ -81,9 +80,9 @@ class Service:
 
 def _nothing_overdue(backend: Backend) -> bool:
     """No session or device deadline of any tenant is due: every timer that was has fired."""
-    db, now = backend.services.db, backend.clock.now()
-    for tenant in credentials.tenants(db):
-        due = sessions.next_deadline(db, tenant, offline_after_s=DEVICE_OFFLINE_AFTER_S)
+    repos, now = backend.services.repos, backend.clock.now()
+    for tenant in repos.api_keys.tenants():
+        due = repos.sessions.next_deadline(tenant, offline_after_s=DEVICE_OFFLINE_AFTER_S)
         if due is not None and due <= now:
             return False
     return True
@@ -185,9 +184,9 @@ async def test_provisioning_deadline_is_re_armed_at_30s_after_creation(service: 
     assert datetime.fromisoformat(tomb["endedAt"]).timestamp() == created_at + 30
     # The device acknowledged the close of whatever it may have made: capacity is free again.
     await device.wait_for(lambda: device.frames_of(m.DeviceServerClose))
-    db = second.services.db
+    repos = second.services.repos
     await second.until(
-        lambda: not sessions.holding_capacity(db, "acme", "laptop-1"), "capacity released"
+        lambda: not repos.sessions.holding_capacity("acme", "laptop-1"), "capacity released"
     )
     assert await service.used_capacity() == 0
 

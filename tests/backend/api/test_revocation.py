@@ -15,7 +15,6 @@ import httpx
 from tests.backend.conftest import Backend, idem, post_create, unattended
 from tests.support.simdevice import Behaviour
 from understudy import _security
-from understudy._store import credentials
 from understudy.generated import models as m
 
 WITHIN_S = 5.0  # the runbook promises about a second; the margin is for a loaded machine
@@ -45,9 +44,8 @@ async def _cli(backend: Backend, *args: str) -> str:
 def _key(backend: Backend) -> tuple[str, str]:
     token = _security.generate_token("consumer")
     key_id = f"key_{uuid.uuid4().hex[:12]}"
-    with backend.services.db.transaction():
-        credentials.add_api_key(
-            backend.services.db,
+    with backend.services.storage.transaction() as tx:
+        tx.api_keys.add(
             digest=_security.token_digest(token),
             key_id=key_id,
             tenant="acme",

@@ -19,7 +19,6 @@ import websockets
 
 from tests.backend.conftest import idem, start_backend, stop_backend, unattended
 from understudy import _security
-from understudy._store import credentials
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -79,8 +78,8 @@ async def keep_alive(backend: Backend, seconds: float) -> None:
     while seconds > 0:
         step = min(70.0, seconds)
         await backend.clock.advance(step)
-        with services.db.transaction():
-            credentials.device_seen(services.db, TENANT, DEVICE, services.clock.now())
+        with services.storage.transaction() as tx:
+            tx.devices.seen(TENANT, DEVICE, services.clock.now())
         seconds -= step
 
 

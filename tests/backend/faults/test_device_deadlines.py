@@ -17,7 +17,6 @@ from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
 from tests.support.simdevice import Behaviour, SimulatedDevice
-from understudy._store import sessions as session_store
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -148,12 +147,17 @@ async def test_a_granted_write_of_an_older_lease_epoch_is_settled_by_its_own_ses
         answer = asyncio.ensure_future(http.post(url, json=body))
         await device.wait_for(lambda: grants(lease, body["commandId"]) == 1)
         services = backend.services
-        with services.db.transaction():  # what the coordinator's turn leaves behind
-            session_store.update(services.db, session_id, lease_epoch=lease.lease_epoch + 1)
+        # What the coordinator's turn leaves behind, reduced to the one column this test is
+        # about: no repository method moves the lease epoch alone, so the test writes it.
+        with services.db.transaction():
+            services.db.sql.run(
+                "UPDATE sessions SET lease_epoch = :epoch WHERE session_id = :sid",
+                {"epoch": lease.lease_epoch + 1, "sid": session_id},
+            )
         services.session_agent(session_id).arm()  # what start-up does for open commands
         response = await asyncio.wait_for(answer, 5)  # the clock never moved
         assert (response.status_code, response.json()["code"]) == (409, "command_outcome_unknown")
-        row = session_store.require(services.db, session_id)
+        row = services.repos.sessions.require(session_id)
         assert (row.writes_blocked_reason, row.writes_blocked_command) == (
             "unknown_outcome",
             body["commandId"],

@@ -98,10 +98,8 @@ async def _fill(
 async def _run(backend: Backend, answers: list[str], finals: list[Answer]) -> None:
     try:
         services = backend.services
-        with services.db.transaction():
-            vault.put(
-                services.db, services.keys, "acme", SECRET_NAME, PLAINTEXT, services.clock.now()
-            )
+        with services.storage.transaction() as tx:
+            vault.put(tx.vault, services.keys, "acme", SECRET_NAME, PLAINTEXT, services.clock.now())
         async with releasing(backend), backend.client(backend.api_key()) as http:
             device = await backend.device()
             session_id, lease = await open_session(http, device)

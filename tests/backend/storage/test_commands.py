@@ -167,3 +167,17 @@ def test_open_commands_are_the_unsettled_ones_oldest_first(journal: Storage) -> 
     with journal.read() as r:
         assert [c.command_id for c in r.commands.open_commands("s1")] == ["c0", "c1", "c2"]
         assert sorted(r.commands.sessions_with_open_commands()) == ["s1", "s2"]
+
+
+def test_open_commands_admitted_at_the_same_moment_come_in_command_id_order(
+    journal: Storage,
+) -> None:
+    # One clock reading per turn makes ties possible; an engine must not order them at random.
+    with journal.transaction() as tx:
+        tx.commands.insert(new_command("c9", session_id="s2", admitted_at=200.0))
+        tx.commands.insert(new_command("c0", session_id="s2", admitted_at=200.0))
+        tx.commands.insert(new_command("c5", session_id="s2", admitted_at=100.0))
+        tx.commands.insert(new_command("x", session_id="s0"))
+    with journal.read() as r:
+        assert [c.command_id for c in r.commands.open_commands("s2")] == ["c5", "c0", "c9"]
+        assert r.commands.sessions_with_open_commands() == ["s0", "s1", "s2"]

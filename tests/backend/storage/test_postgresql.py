@@ -20,7 +20,7 @@ import pytest
 from understudy._bootstrap import build_services
 from understudy._config import Settings
 from understudy._lock import unlock_data_dir
-from understudy._store import LATEST, SchemaTooNewError, _postgres, commands, credentials
+from understudy._store import LATEST, SchemaTooNewError, _postgres
 from understudy._store._errors import (
     RetryableConflictError,
     StorageInUseError,
@@ -288,22 +288,25 @@ def test_the_change_marker_moves_when_another_process_revokes(
     assert service.change_marker() != before
 
 
-def test_the_database_facade_runs_module_functions_and_legacy_statements(url: str) -> None:
+def test_the_database_facade_runs_repositories_and_legacy_statements(url: str) -> None:
     db = PostgresDatabase(url, max_size=2)
     try:
         db.storage.migrate(1.0)
         turns = db.storage.turns if isinstance(db.storage, PostgresStorage) else 0
+        repos = db.storage.repos
         with db.transaction():
-            db.storage.repos.sessions.insert(new_session("s1"))
-            commands.insert(db, **vars(new_command("c1")))
-            commands.update(db, "s1", "c1", state="granted")
+            repos.sessions.insert(new_session("s1"))
+            repos.commands.insert(new_command("c1"))
+            repos.commands.grant("s1", "c1", state="granted")
         assert db.turns == db.commits == turns + 1
         # Outside a transaction a statement commits on its own, as on SQLite.
-        credentials.add_device(db, tenant="acme", device_id="d1", digest="b" * 64, now=1.0)
-        assert credentials.get_device(db, "acme", "d1") is not None
-        row = commands.get(db, "s1", "c1")  # a `?` statement
-        assert row is not None and row.state == "granted"
-        assert [c.command_id for c in commands.open_commands(db, "s1")] == ["c1"]
+        repos.devices.add(tenant="acme", device_id="d1", digest="b" * 64, now=1.0)
+        assert repos.devices.get("acme", "d1") is not None
+        row = db.one(
+            "SELECT state FROM commands WHERE session_id = ? AND command_id = ?", ("s1", "c1")
+        )
+        assert row is not None and row["state"] == "granted"  # a `?` statement
+        assert [c.command_id for c in repos.commands.open_commands("s1")] == ["c1"]
     finally:
         db.close()
 

@@ -109,6 +109,15 @@ def test_provisioned_records_the_tab_and_clears_deadlines(storage: Storage) -> N
     assert (row.provision_deadline, row.grace_deadline) == (None, None)
 
 
+def test_provisioned_without_a_tab_id_stores_none(storage: Storage) -> None:
+    # An acknowledgement may omit the tab id; the row says so rather than refusing the turn.
+    with storage.transaction() as tx:
+        tx.sessions.insert(new_session())
+        row = tx.sessions.provisioned("s1", status="connected", tab_id=None, browser_epoch="be2")
+    assert row is not None
+    assert (row.status, row.tab_id, row.browser_epoch) == ("connected", None, "be2")
+
+
 def test_mark_connected_clears_only_the_grace_deadline(storage: Storage) -> None:
     with storage.transaction() as tx:
         tx.sessions.insert(new_session(status="recovering"))

@@ -15,8 +15,8 @@ from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
 from understudy._problems import ProblemError
-from understudy._store import credentials, migrate
-from understudy._store import sessions as session_store
+from understudy._store import migrate
+from understudy._store.sessions import NewSession
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
@@ -53,11 +53,10 @@ def _device(
     online: bool = True,
 ) -> None:
     with s.db.transaction():
-        credentials.add_device(
-            s.db, tenant="acme", device_id=device_id, digest=uuid.uuid4().hex, now=0.0
+        s.db.storage.repos.devices.add(
+            tenant="acme", device_id=device_id, digest=uuid.uuid4().hex, now=0.0
         )
-        credentials.device_connected(
-            s.db,
+        s.db.storage.repos.devices.connected(
             "acme",
             device_id,
             now=0.0,
@@ -66,27 +65,28 @@ def _device(
             capabilities=capabilities,
             local_policy=policy or {"mode": "any"},
         )
-        credentials.device_assigned(s.db, "acme", device_id, now=assigned_at)
+        s.db.storage.repos.devices.assigned("acme", device_id, now=assigned_at)
         if not online:
-            credentials.device_offline(s.db, "acme", device_id)
+            s.db.storage.repos.devices.offline("acme", device_id)
 
 
 def _holding(s: Services, device_id: str, origins: list[str], profile: str | None = None) -> None:
-    with s.db.transaction():
-        session_store.insert(
-            s.db,
-            session_id=str(uuid.uuid4()),
-            tenant="acme",
-            actor="agent",
-            mode="unattended",
-            status="connected",
-            device_id=device_id,
-            allowed_origins=origins,
-            profile_hash=profile,
-            created_at=0.0,
-            expires_at=86_400.0,
-            idle_expires_at=7_200.0,
-            capacity_held=1,
+    with s.storage.transaction() as tx:
+        tx.sessions.insert(
+            NewSession(
+                session_id=str(uuid.uuid4()),
+                tenant="acme",
+                actor="agent",
+                mode="unattended",
+                status="connected",
+                device_id=device_id,
+                allowed_origins=origins,
+                profile_hash=profile,
+                created_at=0.0,
+                expires_at=86_400.0,
+                idle_expires_at=7_200.0,
+                capacity_held=True,
+            )
         )
 
 

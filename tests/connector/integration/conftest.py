@@ -203,8 +203,8 @@ class Live:
 
     def put_secret(self, name: str, plaintext: str, tenant: str = "acme") -> None:
         services = self.backend.services
-        with services.db.transaction():
-            vault.put(services.db, services.keys, tenant, name, plaintext, services.clock.now())
+        with services.storage.transaction() as tx:
+            vault.put(tx.vault, services.keys, tenant, name, plaintext, services.clock.now())
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ async def test_both_clients_put_and_delete_a_vault_secret(backend: Backend) -> N
     token = backend.operator_token()
 
     def reveal() -> str | None:
-        return vault.reveal(backend.services.db, backend.services.keys, "acme", "su-ses-1")
+        return vault.reveal(backend.services.repos.vault, backend.services.keys, "acme", "su-ses-1")
 
     async with AsyncOperatorClient(backend.url, token) as operator:
         await operator.put_secret("acme", "su-ses-1", "s3cret-async")

@@ -18,7 +18,6 @@ import pytest
 from synthetic_users._fleet import LocalChromiumFleet
 from tests.e2e.conftest import Hit, Reply, Site, extension_dist, start_backend, stop_backend
 from understudy import _security
-from understudy._store import operators
 from understudy_connector import AsyncClient, AsyncOperatorClient, render_snapshot
 
 if TYPE_CHECKING:
@@ -109,9 +108,8 @@ class Stack:
 async def stack(tmp_path: Path, extension_dist: Path, cookie_site: Site) -> AsyncIterator[Stack]:
     backend = await start_backend(tmp_path)
     token = _security.generate_token("operator")
-    with backend.services.db.transaction():
-        operators.add_token(
-            backend.services.db,
+    with backend.services.storage.transaction() as tx:
+        tx.operators.add_token(
             digest=_security.token_digest(token),
             token_id="op_fleet_test",  # noqa: S106 - an id, not the token
             name="fleet-test",

@@ -5,8 +5,10 @@ in transactions; `Database.storage` is the SQLite engine (`_storage.py`), and
 `_postgres.PostgresStorage` the PostgreSQL one, chosen by `UNDERSTUDY_DATABASE_URL` in
 `_bootstrap.open_database`. The SQL is written once and portable (named parameters rendered by a
 `Dialect`, `INSERT … ON CONFLICT`, `RETURNING`, no `rowid`, no scalar `MIN(a, b)`): an engine
-brings an executor and a dialect and passes the contract suite in `tests/backend/storage/`. The
-module functions (`sessions.get(db, …)`) are the first API and delegate to the repositories.
+brings an executor and a dialect and passes the contract suite in `tests/backend/storage/`.
+Callers reach rows only through the repositories (`db.storage.repos.sessions.get(…)`, an actor's
+`ActorBase.repos`); no module here offers a function over the connection or an update by column
+dictionary.
 """
 
 from understudy._store import (

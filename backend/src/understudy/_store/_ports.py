@@ -180,7 +180,7 @@ class SessionRepository(Protocol):
         ...
 
     def provisioned(
-        self, session_id: str, *, status: str, tab_id: int, browser_epoch: str
+        self, session_id: str, *, status: str, tab_id: int | None, browser_epoch: str
     ) -> SessionRow | None:
         """The tab opened: record it; clear provisioning and grace deadlines."""
         ...

@@ -31,12 +31,10 @@ class SqlRepositories:
     """Every repository over one executor: the same classes serve every engine.
 
     SQLite has one connection, so one set serves all; PostgreSQL's executor runs on whichever
-    pooled connection the current transaction holds. `db` is for the few legacy queries that
-    still take a SQLite `Database`.
+    pooled connection the current transaction holds.
     """
 
-    def __init__(self, sql: Executor, db: Database | None = None) -> None:
-        self._db = db
+    def __init__(self, sql: Executor) -> None:
         self._sql = sql
 
     @cached_property
@@ -53,7 +51,7 @@ class SqlRepositories:
 
     @cached_property
     def commands(self) -> SqlCommands:
-        return SqlCommands(self._sql, self._db)
+        return SqlCommands(self._sql)
 
     @cached_property
     def tickets(self) -> SqlTickets:
@@ -137,7 +135,7 @@ class SqliteStorage:
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        self.repos = SqlRepositories(db.sql, db)
+        self.repos = SqlRepositories(db.sql)
 
     @property
     def dialect(self) -> Dialect:

@@ -7,12 +7,11 @@ in the session status and never reaches logs or telemetry.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from understudy._store._seen import SeenRecords
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 KEEP_PAYLOADS = 50
@@ -21,15 +20,3 @@ KEEP_PAYLOADS = 50
 def repository(sql: Executor) -> SeenRecords:
     """The blocked-navigations table as a `understudy._store._ports.SeenRecordRepository`."""
     return SeenRecords(sql, table="blocked_navigations", key="blocked_id", keep=KEEP_PAYLOADS)
-
-
-def record(
-    db: Database, session_id: str, blocked_id: str, payload: dict[str, Any], now: float
-) -> bool:
-    """Store a record; False when its id was already seen (a redelivery)."""
-    return db.storage.repos.blocked.record(session_id, blocked_id, payload, now)
-
-
-def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
-    """The newest records with a payload, newest first."""
-    return db.storage.repos.blocked.newest(session_id)

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 
@@ -62,20 +61,3 @@ class SqlCloseRequests:
             {"now": now, "outcome": outcome, "sid": session_id},
         )
         return changed == 1
-
-
-def request(db: Database, session_id: str, now: float) -> None:
-    """Ask for a close; asking again re-opens a request that was already applied."""
-    db.storage.repos.close_requests.request(session_id, now)
-
-
-def pending(db: Database) -> list[str]:
-    return db.storage.repos.close_requests.pending()
-
-
-def get(db: Database, session_id: str) -> CloseRequest | None:
-    return db.storage.repos.close_requests.get(session_id)
-
-
-def done(db: Database, session_id: str, outcome: str, now: float) -> None:
-    db.storage.repos.close_requests.done(session_id, outcome, now)

@@ -9,31 +9,12 @@ from typing import TYPE_CHECKING, Any, Final
 from understudy._commands import CommandState
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database, Row
     from understudy._store._sql import Executor
 
 # The states that hold a session's admission slot, from the enum (never a literal list here).
 OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
-_OPEN_MARKS: Final = ", ".join("?" for _ in OPEN_STATES)
-# The same list for the repository's portable SQL: only the enum's values are interpolated.
+# Only the enum's own values are interpolated into SQL; every caller value is a bound parameter.
 _OPEN_SQL: Final = ", ".join(f"'{state}'" for state in OPEN_STATES)
-
-_MUTABLE = frozenset(
-    {
-        "state",
-        "attempt",
-        "lease_epoch",
-        "browser_epoch",
-        "admitted_at",
-        "ready_deadline",
-        "deadline",
-        "result",
-        "error_code",
-        "error_message",
-        "completed_at",
-        "request",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -60,52 +41,8 @@ class CommandRow:
     completed_at: float | None
 
 
-def insert(db: Database, **values: Any) -> None:
-    """Deprecated: use `SqlCommands.insert` with a `NewCommand`."""
-    db.storage.repos.commands.insert(NewCommand(**values))
-
-
-def update(db: Database, session_id: str, command_id: str, **values: Any) -> None:
-    """Deprecated: use `SqlCommands.readmit`, `grant` or `settle`."""
-    unknown = set(values) - _MUTABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
-    for key in ("result", "request"):
-        if key in values and values[key] is not None:
-            values[key] = json.dumps(values[key])
-    assignments = ", ".join(f"{k} = :{k}" for k in values)
-    db.execute(
-        f"UPDATE commands SET {assignments} WHERE session_id = :sid AND command_id = :cid",  # noqa: S608
-        {**values, "sid": session_id, "cid": command_id},
-    )
-
-
-def get(db: Database, session_id: str, command_id: str) -> CommandRow | None:
-    row = db.one(
-        "SELECT * FROM commands WHERE session_id = ? AND command_id = ?", (session_id, command_id)
-    )
-    return _row(row) if row is not None else None
-
-
-def open_commands(db: Database, session_id: str) -> list[CommandRow]:
-    rows = db.query(
-        f"SELECT * FROM commands WHERE session_id = ? AND state IN ({_OPEN_MARKS}) "  # noqa: S608
-        "ORDER BY admitted_at",
-        (session_id, *OPEN_STATES),
-    )
-    return [_row(r) for r in rows]
-
-
-def sessions_with_open_commands(db: Database) -> list[str]:
-    rows = db.query(
-        f"SELECT DISTINCT session_id FROM commands WHERE state IN ({_OPEN_MARKS})",  # noqa: S608
-        OPEN_STATES,
-    )
-    return [r["session_id"] for r in rows]
-
-
-def _row(row: Row | dict[str, Any]) -> CommandRow:
-    data = dict(row)
+def _row(data: dict[str, Any]) -> CommandRow:
+    # The executor's dict is fresh for each row, so it is decoded in place.
     data["dry_run"] = bool(data["dry_run"])
     for key in ("request", "result"):
         data[key] = json.loads(data[key]) if data[key] else None
@@ -146,12 +83,11 @@ class SqlCommands:
     """`understudy._store._ports.CommandRepository` in portable SQL.
 
     Changes return the row as it is afterwards (`RETURNING`), or None when there is none. The
-    open-state queries are the module's functions, which own the state lists.
+    open-state queries take their state list from the enum (`OPEN_STATES`).
     """
 
-    def __init__(self, sql: Executor, db: Database | None = None) -> None:
+    def __init__(self, sql: Executor) -> None:
         self._sql = sql
-        self._db = db
 
     def insert(self, new: NewCommand) -> None:
         """Journal a new command. Raises `ConflictError` when (session, command id) exists."""
@@ -171,17 +107,18 @@ class SqlCommands:
         return _row(row) if row is not None else None
 
     def open_commands(self, session_id: str) -> list[CommandRow]:
-        """The session's commands not yet settled, oldest first."""
+        """The session's commands not yet settled, oldest admission first."""
         rows = self._sql.rows(
             f"SELECT * FROM commands WHERE session_id = :sid AND state IN ({_OPEN_SQL}) "  # noqa: S608
-            "ORDER BY admitted_at",
+            "ORDER BY admitted_at, command_id",
             {"sid": session_id},
         )
         return [_row(r) for r in rows]
 
     def sessions_with_open_commands(self) -> list[str]:
         rows = self._sql.rows(
-            f"SELECT DISTINCT session_id FROM commands WHERE state IN ({_OPEN_SQL})"  # noqa: S608
+            f"SELECT DISTINCT session_id FROM commands WHERE state IN ({_OPEN_SQL}) "  # noqa: S608
+            "ORDER BY session_id"
         )
         return [r["session_id"] for r in rows]
 

@@ -3,12 +3,11 @@ tombstones for the rest of the session's life."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from understudy._store._seen import SeenRecords
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 KEEP_PAYLOADS = 50
@@ -17,18 +16,3 @@ KEEP_PAYLOADS = 50
 def repository(sql: Executor) -> SeenRecords:
     """The dialogs table as a `understudy._store._ports.SeenRecordRepository`."""
     return SeenRecords(sql, table="dialogs", key="dialog_id", keep=KEEP_PAYLOADS)
-
-
-def record(
-    db: Database, session_id: str, dialog_id: str, payload: dict[str, Any], now: float
-) -> bool:
-    """Store a dialog; False when its id was already seen (a redelivery)."""
-    return db.storage.repos.dialogs.record(session_id, dialog_id, payload, now)
-
-
-def newest(db: Database, session_id: str) -> list[dict[str, Any]]:
-    return db.storage.repos.dialogs.newest(session_id)
-
-
-def seen_count(db: Database, session_id: str) -> int:
-    return db.storage.repos.dialogs.seen_count(session_id)

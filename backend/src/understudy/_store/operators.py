@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 
@@ -75,32 +74,3 @@ class SqlOperators:
 
 def _token(row: dict[str, Any]) -> OperatorToken:
     return OperatorToken(row["token_id"], row["name"], row["created_at"], row["revoked_at"])
-
-
-def add_token(db: Database, *, digest: str, token_id: str, name: str, now: float) -> None:
-    db.storage.repos.operators.add_token(digest=digest, token_id=token_id, name=name, now=now)
-
-
-def token_by_digest(db: Database, digest: str) -> OperatorToken | None:
-    return db.storage.repos.operators.token_by_digest(digest)
-
-
-def any_active(db: Database) -> bool:
-    """Whether at least one unrevoked operator token exists (else the operator API is off)."""
-    return db.storage.repos.operators.any_active()
-
-
-def revoke_token(db: Database, token_id: str, now: float) -> bool:
-    return db.storage.repos.operators.revoke_token(token_id, now)
-
-
-def list_tokens(db: Database) -> list[OperatorToken]:
-    return db.storage.repos.operators.tokens()
-
-
-def unattended_flag(db: Database, tenant: str) -> bool:
-    return db.storage.repos.operators.unattended_flag(tenant)
-
-
-def set_unattended_flag(db: Database, tenant: str, enabled: bool, now: float) -> None:
-    db.storage.repos.operators.set_unattended_flag(tenant, enabled, now)

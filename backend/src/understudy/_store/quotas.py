@@ -6,7 +6,6 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 WINDOW_S = 60
@@ -59,11 +58,3 @@ class SqlQuotas:
             {"scope": scope, "subject": subject, "window": window},
         )
         return int(row["count"]) if row is not None else 0
-
-
-def take(db: Database, scope: str, subject: str, limit: int, now: float) -> float | None:
-    """Count one use; None when within `limit`, else seconds until the window resets.
-
-    A refused use is not counted, so a caller that waits gets its slot.
-    """
-    return db.storage.repos.quotas.take(scope, subject, limit, now)

@@ -9,31 +9,7 @@ from typing import TYPE_CHECKING, Any
 from understudy._lifecycle import LIVE, TERMINAL, SessionState
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
-
-# Columns the legacy `update` may set; anything else is a programming error.
-_MUTABLE = frozenset(
-    {
-        "status",
-        "end_intent",
-        "device_id",
-        "lease_id",
-        "lease_epoch",
-        "browser_epoch",
-        "tab_id",
-        "idle_expires_at",
-        "last_command_at",
-        "command_count",
-        "writes_blocked_reason",
-        "writes_blocked_command",
-        "provision_deadline",
-        "grace_deadline",
-        "capacity_held",
-        "ended_at",
-        "end_reason",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -216,7 +192,7 @@ class SqlSessions:
         return self._change(session_id, "status = :status, grace_deadline = NULL", status=status)
 
     def provisioned(
-        self, session_id: str, *, status: str, tab_id: int, browser_epoch: str
+        self, session_id: str, *, status: str, tab_id: int | None, browser_epoch: str
     ) -> SessionRow | None:
         """The device opened the tab: record it, drop the provisioning and grace deadlines."""
         return self._change(
@@ -392,73 +368,3 @@ def _row(data: dict[str, Any]) -> SessionRow:
     data["allowed_origins"] = json.loads(data["allowed_origins"])
     data["capacity_held"] = bool(data["capacity_held"])
     return SessionRow(**data)
-
-
-# -- module functions: the first API, kept for the actors until they take a repository ----------
-
-
-def insert(db: Database, **values: Any) -> None:
-    """Deprecated: use `SqlSessions.insert` with a `NewSession`."""
-    db.storage.repos.sessions.insert(NewSession(**values))
-
-
-def update(db: Database, session_id: str, **values: Any) -> None:
-    """Deprecated: use the `SqlSessions` method that names the change."""
-    unknown = set(values) - _MUTABLE
-    if unknown:
-        raise ValueError(f"not updatable: {sorted(unknown)}")
-    assignments = ", ".join(f"{k} = :{k}" for k in values)
-    db.sql.run(
-        f"UPDATE sessions SET {assignments} WHERE session_id = :session_id",  # noqa: S608
-        {**values, "session_id": session_id},
-    )
-
-
-def get(db: Database, session_id: str) -> SessionRow | None:
-    return db.storage.repos.sessions.get(session_id)
-
-
-def require(db: Database, session_id: str) -> SessionRow:
-    """The row of a session known to exist (a missing row is a programming error)."""
-    return db.storage.repos.sessions.require(session_id)
-
-
-def by_idempotency_key(db: Database, tenant: str, key: str) -> SessionRow | None:
-    return db.storage.repos.sessions.by_idempotency_key(tenant, key)
-
-
-def holding_capacity(db: Database, tenant: str, device_id: str) -> list[SessionRow]:
-    """Sessions that reserve one of the device's tabs (live, or closing until acknowledged)."""
-    return db.storage.repos.sessions.holding_capacity(tenant, device_id)
-
-
-def by_lease(db: Database, lease_id: str) -> SessionRow | None:
-    return db.storage.repos.sessions.by_lease(lease_id)
-
-
-def unsettled(db: Database, tenant: str) -> list[SessionRow]:
-    """Sessions with a deadline still to watch: every non-terminal one, and terminal ones still
-    holding capacity."""
-    return db.storage.repos.sessions.unsettled(tenant)
-
-
-def next_deadline(db: Database, tenant: str, *, offline_after_s: float) -> float | None:
-    """The tenant's earliest deadline: a live session's hard or idle expiry, a provisioning
-    deadline, a grace deadline of a recovering session or of one still holding capacity, or the
-    moment an online device's heartbeat is overdue. None when nothing is pending."""
-    return db.storage.repos.sessions.next_deadline(tenant, offline_after_s=offline_after_s)
-
-
-def listing(db: Database, *, tenant: str | None = None, ended: bool = False) -> list[SessionRow]:
-    """Sessions for the operator CLI, oldest first: the unfinished ones (live or closing), or
-    with `ended` the terminal tombstones too; of one tenant or of all."""
-    return db.storage.repos.sessions.listing(tenant=tenant, ended=ended)
-
-
-def counts_by_status(db: Database) -> dict[str, int]:
-    """How many sessions are in each status that is not terminal (for the metrics gauges)."""
-    return db.storage.repos.sessions.counts_by_status()
-
-
-def tenants_with_unsettled(db: Database) -> list[str]:
-    return db.storage.repos.sessions.tenants_with_unsettled()

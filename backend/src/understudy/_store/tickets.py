@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from understudy._store._db import Database
     from understudy._store._sql import Executor
 
 # JTIs are kept a minute past their expiry, so clock skew cannot revive one.
@@ -29,8 +28,3 @@ class SqlTickets:
             {"jti": jti, "expires": expires_at},
         )
         return fresh is not None
-
-
-def consume_jti(db: Database, jti: str, expires_at: float, now: float) -> bool:
-    """True the first time `jti` is seen; False on any replay. Forgets JTIs after they expire."""
-    return db.storage.repos.tickets.consume(jti, expires_at, now)

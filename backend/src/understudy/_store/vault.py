@@ -3,8 +3,9 @@
     master key ─HKDF─▶ KEK ─wraps─▶ tenant data key ─AES-256-GCM─▶ sealed secret (AAD: tenant, name)
 
 Plaintext never touches the database; only `put` receives it and only `reveal` returns it, in
-memory. The repository (`SqlVault`) stores and returns sealed bytes only; the cryptography stays
-in the module functions, the same whatever engine holds the bytes.
+memory. The repository (`SqlVault`, a `VaultRepository`) stores and returns sealed bytes only; the
+cryptography stays in the module functions, which take the repository of the caller's
+transaction, so they are the same whatever engine holds the bytes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from understudy import _security
 
 if TYPE_CHECKING:
     from understudy._security import Keys
-    from understudy._store._db import Database
+    from understudy._store._ports import VaultRepository
     from understudy._store._sql import Executor
 
 
@@ -113,7 +114,7 @@ def _aad(tenant: str, name: str) -> bytes:
 
 
 def _data_key(
-    store: SqlVault, keys: Keys, tenant: str, now: float, *, create: bool
+    store: VaultRepository, keys: Keys, tenant: str, now: float, *, create: bool
 ) -> bytes | None:
     wrapped = store.wrapped_key(tenant)
     if wrapped is not None:
@@ -125,15 +126,17 @@ def _data_key(
     return dek
 
 
-def put(db: Database, keys: Keys, tenant: str, name: str, plaintext: str, now: float) -> None:
-    store = db.storage.repos.vault
+def put(
+    store: VaultRepository, keys: Keys, tenant: str, name: str, plaintext: str, now: float
+) -> None:
+    """Seal `plaintext` under the tenant's data key (made on first use) and store it."""
     dek = _data_key(store, keys, tenant, now, create=True)
     assert dek is not None  # noqa: S101 - created above
     store.put_secret(tenant, name, _security.seal(dek, plaintext.encode(), _aad(tenant, name)), now)
 
 
-def reveal(db: Database, keys: Keys, tenant: str, name: str) -> str | None:
-    store = db.storage.repos.vault
+def reveal(store: VaultRepository, keys: Keys, tenant: str, name: str) -> str | None:
+    """The plaintext of a stored secret, or None when there is no such secret."""
     sealed = store.sealed(tenant, name)
     if sealed is None:
         return None
@@ -143,21 +146,8 @@ def reveal(db: Database, keys: Keys, tenant: str, name: str) -> str | None:
     return _security.open_sealed(dek, sealed, _aad(tenant, name)).decode()
 
 
-def exists(db: Database, tenant: str, name: str) -> bool:
-    return db.storage.repos.vault.exists(tenant, name)
-
-
-def names(db: Database, tenant: str) -> list[str]:
-    return db.storage.repos.vault.names(tenant)
-
-
-def delete(db: Database, tenant: str, name: str) -> bool:
-    return db.storage.repos.vault.delete(tenant, name)
-
-
-def rotate_data_key(db: Database, keys: Keys, tenant: str, now: float) -> int:
+def rotate_data_key(store: VaultRepository, keys: Keys, tenant: str, now: float) -> int:
     """Re-seal every secret of `tenant` under a fresh data key; returns how many."""
-    store = db.storage.repos.vault
     old = _data_key(store, keys, tenant, now, create=False)
     if old is None:
         return 0
@@ -172,9 +162,8 @@ def rotate_data_key(db: Database, keys: Keys, tenant: str, now: float) -> int:
     return len(secrets)
 
 
-def rewrap_all(db: Database, old_keys: Keys, new_keys: Keys) -> int:
+def rewrap_all(store: VaultRepository, old_keys: Keys, new_keys: Keys) -> int:
     """Master-key rotation: unwrap every tenant data key with the old KEK, wrap with the new one."""
-    store = db.storage.repos.vault
     wrapped = store.wrapped_keys()
     for tenant, key in wrapped:
         dek = _security.unwrap_data_key(old_keys, tenant, key)

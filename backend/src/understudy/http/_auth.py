@@ -25,7 +25,6 @@ from litestar.params import SkipValidation
 from understudy import _security
 from understudy._problems import ProblemError
 from understudy._services import Services
-from understudy._store import credentials, operators
 from understudy._store.credentials import Device
 
 if TYPE_CHECKING:
@@ -103,7 +102,7 @@ def authenticate_consumer(services: Services, token: str | None) -> Consumer:
         services.telemetry.emit("auth.refused", kind="consumer", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    key = credentials.api_key_by_digest(services.db, digest)
+    key = services.repos.api_keys.by_digest(digest)
     if key is None or key.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="consumer", reason="unknown_or_revoked")
         raise _unauthorized()
@@ -120,7 +119,7 @@ async def device_guard(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRo
         services.telemetry.emit("auth.refused", kind="device", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    device = credentials.device_by_digest(services.db, digest)
+    device = services.repos.devices.by_digest(digest)
     if device is None or device.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="device", reason="unknown_or_revoked")
         raise _unauthorized()
@@ -141,7 +140,7 @@ async def operator_guard(
     """
     services = services_of(connection)
     token = _bearer(connection)
-    if not operators.any_active(services.db):
+    if not services.repos.operators.any_active():
         services.telemetry.emit("auth.refused", kind="operator", reason="operator_api_disabled")
         raise ProblemError(
             403,
@@ -154,7 +153,7 @@ async def operator_guard(
         services.telemetry.emit("auth.refused", kind="operator", reason="malformed")
         raise _unauthorized()
     digest = _security.token_digest(token)
-    found = operators.token_by_digest(services.db, digest)
+    found = services.repos.operators.token_by_digest(digest)
     if found is None or found.revoked_at is not None:
         services.telemetry.emit("auth.refused", kind="operator", reason="unknown_or_revoked")
         raise _unauthorized()

@@ -9,8 +9,6 @@ from litestar import Request, Response, get, post
 from litestar.params import FromPath
 
 from understudy._problems import ProblemError, invalid_request
-from understudy._store import commands as command_store
-from understudy._store import sessions as session_store
 from understudy._write_protocol import http_answer
 from understudy.generated import models as m
 from understudy.http._auth import ConsumerDep, ServicesDep, consumer_guard, unless_revoked
@@ -62,14 +60,14 @@ async def poll_command(
     command_id: FromPath[str],
 ) -> Response[Any]:
     sid = parse_session_id(session_id)
-    session = session_store.get(services.db, sid)
+    session = services.repos.sessions.get(sid)
     if session is None or session.tenant != who.tenant:
         raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
     try:
         cid = str(uuid.UUID(command_id))
     except ValueError:
         raise ProblemError(404, "command_not_found", "no command with this id") from None
-    row = command_store.get(services.db, sid, cid)
+    row = services.repos.commands.get(sid, cid)
     if row is None:
         raise ProblemError(404, "command_not_found", "no command with this id in this session")
     return _outcome(sid, row)

@@ -8,8 +8,6 @@ from litestar import Request, Response, get, post
 
 from understudy import _security
 from understudy._problems import ProblemError
-from understudy._store import credentials, quotas
-from understudy._store import sessions as session_store
 from understudy.generated import models as m
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 from understudy.http._auth import ConsumerDep, DeviceDep, ServicesDep, consumer_guard, device_guard
@@ -20,8 +18,9 @@ from understudy.http._responses import json_response, optional_at
 @get("/v1/devices", guards=[consumer_guard])
 async def list_devices(services: ServicesDep, who: ConsumerDep) -> Response[Any]:
     listed = []
-    for device in credentials.tenant_devices(services.db, who.tenant):
-        used = len(session_store.holding_capacity(services.db, who.tenant, device.device_id))
+    repos = services.repos
+    for device in repos.devices.of_tenant(who.tenant):
+        used = len(repos.sessions.holding_capacity(who.tenant, device.device_id))
         listed.append(
             m.Device(
                 device_id=device.device_id,
@@ -45,9 +44,8 @@ async def connect_ticket(
 ) -> Response[Any]:
     req: m.ConnectTicketRequest = parse(m.ConnectTicketRequest, await read_body(request))
     now = services.clock.now()
-    with services.db.transaction():
-        wait = quotas.take(
-            services.db,
+    with services.storage.transaction() as tx:
+        wait = tx.quotas.take(
             "device_ticket",
             f"{device.tenant}/{device.device_id}",
             services.settings.quota.device_tickets_per_device_per_min,

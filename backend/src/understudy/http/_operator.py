@@ -14,8 +14,7 @@ from litestar.params import FromPath
 
 from understudy import _security
 from understudy._problems import ProblemError, invalid_request
-from understudy._store import credentials, operators, vault
-from understudy._store import sessions as session_store
+from understudy._store import vault
 from understudy.generated import models as m
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 from understudy.http._auth import ServicesDep, operator_guard
@@ -48,7 +47,7 @@ def _secret_name(value: str) -> str:
 
 
 def _operator_device(services: Services, device: Device) -> m.OperatorDevice:
-    used = len(session_store.holding_capacity(services.db, device.tenant, device.device_id))
+    used = len(services.repos.sessions.holding_capacity(device.tenant, device.device_id))
     revoked = device.revoked_at is not None
     online = device.online and not revoked
     return m.OperatorDevice(
@@ -72,7 +71,7 @@ async def operator_devices_options() -> Response[None]:
 @get(_DEVICES_PATH, guards=[operator_guard])
 async def list_tenant_devices(services: ServicesDep, tenant: FromPath[str]) -> Response[Any]:
     name = _path_name(tenant, "tenant")
-    devices = credentials.tenant_devices_all(services.db, name)
+    devices = services.repos.devices.of_tenant(name, include_revoked=True)
     listed = [_operator_device(services, device) for device in devices]
     return json_response(m.OperatorDeviceList(tenant=name, devices=listed), 200)
 
@@ -87,8 +86,8 @@ async def enroll_device(
     digest = _security.token_digest(token)
     now = services.clock.now()
     device_id = str(req.device_id)
-    with services.db.transaction():
-        existing = credentials.get_device(services.db, name, device_id)
+    with services.storage.transaction() as tx:
+        existing = tx.devices.get(name, device_id)
         if existing is not None and (existing.revoked_at is not None or not req.rotate):
             state = "was revoked" if existing.revoked_at is not None else "is enrolled"
             raise ProblemError(
@@ -102,12 +101,10 @@ async def enroll_device(
                 ),
             )
         if existing is None:
-            credentials.add_device(
-                services.db, tenant=name, device_id=device_id, digest=digest, now=now
-            )
+            tx.devices.add(tenant=name, device_id=device_id, digest=digest, now=now)
             enrolled_at, status = now, 201
         else:
-            credentials.rotate_device_credential(services.db, name, device_id, digest)
+            tx.devices.rotate_credential(name, device_id, digest)
             enrolled_at, status = existing.enrolled_at, 200
     return json_response(
         m.DeviceEnrollment(
@@ -123,9 +120,9 @@ async def revoke_device(
 ) -> Response[Any]:
     name = _path_name(tenant, "tenant")
     device_name = _path_name(device_id, "deviceId")
-    with services.db.transaction():
-        credentials.revoke_device(services.db, name, device_name, services.clock.now())
-        device = credentials.get_device(services.db, name, device_name)
+    with services.storage.transaction() as tx:
+        tx.devices.revoke(name, device_name, services.clock.now())
+        device = tx.devices.get(name, device_name)
     if device is None:
         raise ProblemError(
             404, "device_not_found", f"no device {device_name} was ever enrolled in tenant {name}"
@@ -144,9 +141,8 @@ async def create_api_key(
     token = _security.generate_token("consumer")
     key_id = "key_" + secrets.token_hex(6)
     now = services.clock.now()
-    with services.db.transaction():
-        credentials.add_api_key(
-            services.db,
+    with services.storage.transaction() as tx:
+        tx.api_keys.add(
             digest=_security.token_digest(token),
             key_id=key_id,
             tenant=name,
@@ -167,10 +163,8 @@ async def update_tenant_settings(
 ) -> Response[Any]:
     name = _path_name(tenant, "tenant")
     req: m.TenantSettingsUpdate = parse(m.TenantSettingsUpdate, await read_body(request))
-    with services.db.transaction():
-        operators.set_unattended_flag(
-            services.db, name, req.unattended_enabled, services.clock.now()
-        )
+    with services.storage.transaction() as tx:
+        tx.operators.set_unattended_flag(name, req.unattended_enabled, services.clock.now())
     by_setting = name in services.settings.unattended_enabled_tenants
     return json_response(
         m.TenantSettings(
@@ -199,9 +193,9 @@ async def put_vault_secret(
     tenant_name = _path_name(tenant, "tenant")
     secret_name = _secret_name(name)
     req: m.VaultSecretValue = parse(m.VaultSecretValue, await read_body(request))
-    with services.db.transaction():
+    with services.storage.transaction() as tx:
         vault.put(
-            services.db, services.keys, tenant_name, secret_name, req.value, services.clock.now()
+            tx.vault, services.keys, tenant_name, secret_name, req.value, services.clock.now()
         )
     # A `fill_secret` sent right after the 204 must find it, even after a crash in between.
     await services.db.durable()
@@ -214,8 +208,8 @@ async def delete_vault_secret(
 ) -> Response[None]:
     tenant_name = _path_name(tenant, "tenant")
     secret_name = _secret_name(name)
-    with services.db.transaction():
-        done = vault.delete(services.db, tenant_name, secret_name)
+    with services.storage.transaction() as tx:
+        done = tx.vault.delete(tenant_name, secret_name)
     if not done:
         raise ProblemError(
             404,

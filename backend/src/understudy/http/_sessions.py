@@ -11,10 +11,6 @@ from litestar.params import FromPath
 from understudy._origins import OriginError, canonicalize_origins
 from understudy._policy import CREATE_WAIT_S
 from understudy._problems import ProblemError, invalid_request
-from understudy._store import blocked as blocked_store
-from understudy._store import dialogs as dialog_store
-from understudy._store import operators
-from understudy._store import sessions as session_store
 from understudy._views import is_terminal, session_view, tombstone_view
 from understudy.generated import models as m
 from understudy.http._auth import ConsumerDep, ServicesDep, consumer_guard, unless_revoked
@@ -58,7 +54,7 @@ def unattended_enabled(services: Services, tenant: str) -> bool:
     """The `UNATTENDED_ENABLED_TENANTS` setting or the tenant's durable flag (operator API)."""
     if tenant in services.settings.unattended_enabled_tenants:
         return True
-    return operators.unattended_flag(services.db, tenant)
+    return services.repos.operators.unattended_flag(tenant)
 
 
 @post("/v1/sessions", guards=[consumer_guard], middleware=[_timed_creates])
@@ -136,15 +132,15 @@ async def create_session(
 async def get_session(
     services: ServicesDep, who: ConsumerDep, session_id: FromPath[str]
 ) -> Response[Any]:
-    row = session_store.get(services.db, parse_session_id(session_id))
+    row = services.repos.sessions.get(parse_session_id(session_id))
     if row is None or row.tenant != who.tenant:
         raise ProblemError(404, "session_not_found", "no session with this id in your tenant")
     if is_terminal(row):
         return json_response(tombstone_view(row), 410)
     view = session_view(
         row,
-        dialog_store.newest(services.db, row.session_id),
-        blocked_store.newest(services.db, row.session_id),
+        services.repos.dialogs.newest(row.session_id),
+        services.repos.blocked.newest(row.session_id),
     )
     return json_response(view, 200)
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from understudy._store import Database, credentials, migrate
-from understudy._store import sessions as session_store
+from understudy._store import Database, migrate
+from understudy._store.sessions import NewSession
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -39,12 +39,15 @@ def add_session(db: Database, **values: Any) -> str:
     }
     # A grace deadline is set by a change, never at creation (NewSession has no such field).
     grace = row.pop("grace_deadline", None)
-    session_store.insert(db, **row)
+    sessions = db.storage.repos.sessions
+    sessions.insert(NewSession(**row))
     if grace is not None:
-        session_store.update(db, str(row["session_id"]), grace_deadline=grace)
+        sessions.start_grace(str(row["session_id"]), grace_deadline=grace)
     return str(row["session_id"])
 
 
 def add_device(db: Database, device_id: str = "laptop-1", tenant: str = "acme") -> str:
-    credentials.add_device(db, tenant=tenant, device_id=device_id, digest=uuid.uuid4().hex, now=0.0)
+    db.storage.repos.devices.add(
+        tenant=tenant, device_id=device_id, digest=uuid.uuid4().hex, now=0.0
+    )
     return device_id

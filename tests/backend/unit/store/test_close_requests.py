@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from understudy._store import close_requests
 from understudy._store.close_requests import CloseRequest
 
 if TYPE_CHECKING:
@@ -12,22 +11,22 @@ if TYPE_CHECKING:
 
 
 def test_pending_requests_come_oldest_first_until_done(db: Database) -> None:
-    close_requests.request(db, "s2", now=2.0)
-    close_requests.request(db, "s1", now=1.0)
-    assert close_requests.pending(db) == ["s1", "s2"]
-    close_requests.done(db, "s1", "closing", now=3.0)
-    assert close_requests.pending(db) == ["s2"]
-    assert close_requests.get(db, "s1") == CloseRequest("s1", 1.0, 3.0, "closing")
+    db.storage.repos.close_requests.request("s2", now=2.0)
+    db.storage.repos.close_requests.request("s1", now=1.0)
+    assert db.storage.repos.close_requests.pending() == ["s1", "s2"]
+    db.storage.repos.close_requests.done("s1", "closing", now=3.0)
+    assert db.storage.repos.close_requests.pending() == ["s2"]
+    assert db.storage.repos.close_requests.get("s1") == CloseRequest("s1", 1.0, 3.0, "closing")
 
 
 def test_asking_again_reopens_an_applied_request(db: Database) -> None:
-    close_requests.request(db, "s1", now=1.0)
-    close_requests.done(db, "s1", "not_found", now=2.0)
-    close_requests.request(db, "s1", now=5.0)
-    assert close_requests.get(db, "s1") == CloseRequest("s1", 5.0, None, None)
-    assert close_requests.pending(db) == ["s1"]
+    db.storage.repos.close_requests.request("s1", now=1.0)
+    db.storage.repos.close_requests.done("s1", "not_found", now=2.0)
+    db.storage.repos.close_requests.request("s1", now=5.0)
+    assert db.storage.repos.close_requests.get("s1") == CloseRequest("s1", 5.0, None, None)
+    assert db.storage.repos.close_requests.pending() == ["s1"]
 
 
 def test_an_unknown_session_has_no_request(db: Database) -> None:
-    assert close_requests.get(db, "nobody") is None
-    assert close_requests.pending(db) == []
+    assert db.storage.repos.close_requests.get("nobody") is None
+    assert db.storage.repos.close_requests.pending() == []
