@@ -223,7 +223,8 @@ def _end_claim_connection(storage: PostgresStorage) -> None:
     assert holder is not None
     pid = int(holder.rsplit(" ", 1)[1])
     with psycopg.connect(storage._url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        # Waits (up to 5 s) until the process has ended, and with it the lock.
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
     assert storage.service_holder() is None
 
 
@@ -238,6 +239,26 @@ def test_a_lost_service_lock_is_taken_again_before_another_service_can(
     assert first.service_holder() is not None
     with pytest.raises(StorageInUseError):
         second.claim_service()
+
+
+def test_a_lock_still_held_by_the_ending_process_of_the_lost_connection_is_waited_for(
+    opened: list[PostgresStorage], url: str
+) -> None:
+    first = open_storage(opened, url)
+    first.claim_service()
+    holder = first.service_holder()
+    assert holder is not None
+    assert first._claim is not None
+    # The client side of the connection is gone, its server process (busy, so it does not see
+    # the close yet) and the lock not yet.
+    first._claim.pgconn.send_query(b"SELECT pg_sleep(30)")
+    first._claim.pgconn.finish()
+    first.keep_claim()  # no StorageInUseError: the holder is our own old process
+    assert first.service_holder() == holder
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (int(holder.rsplit(" ", 1)[1]),))
+    first.keep_claim()
+    assert first.service_holder() not in (None, holder)
 
 
 def test_a_service_whose_lock_another_took_meanwhile_is_told_to_stop(

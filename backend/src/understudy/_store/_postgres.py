@@ -198,6 +198,7 @@ class PostgresStorage:
         self.where = redacted(url)
         self._claim: psycopg.Connection[Any] | None = None  # see claim_service()
         self._claimed = False  # claim_service() succeeded once: keep_claim() keeps it
+        self._claim_pid: int | None = None  # the server process that holds (or held) the lock
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -332,6 +333,7 @@ class PostgresStorage:
                 "one service per database: stop the other one first"
             )
         self._claim = conn
+        self._claim_pid = conn.info.backend_pid
         self._claimed = True
 
     def keep_claim(self) -> None:
@@ -360,6 +362,12 @@ class PostgresStorage:
             self.claim_service()
         except psycopg.OperationalError:
             return  # still unreachable: the next check tries again
+        except StorageInUseError:
+            with self.read():
+                row = self.sql.one(_SERVICE_HOLDER, {"purpose": _SERVICE_LOCK})
+            if row is not None and row["pid"] == self._claim_pid:
+                return  # our old connection's server process is still ending: try again soon
+            raise
         log.warning("the PostgreSQL service lock is held again")
 
     def service_holder(self) -> str | None:
