@@ -120,12 +120,14 @@ def test_wheels_carry_the_references_license_and_metadata(installed: Path) -> No
         if line.startswith("Requires-Dist: ")
     }
     # What the service imports, no more: no extras (the simulated device lives in tests/support),
-    # no httpx, no PyYAML.
+    # no httpx, no PyYAML; psycopg and its pool for `UNDERSTUDY_DATABASE_URL=postgresql://…`.
     assert required == {
         "cryptography",
         "h11",
         "litestar",
         "prometheus-client",
+        "psycopg-pool",
+        "psycopg[binary]",
         "pydantic",
         "pydantic-settings",
         "typing-extensions",

@@ -23,6 +23,7 @@ from understudy import _security
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
+from understudy._store._migrations import LATEST
 from understudy.generated import models as m
 from understudy.http import create_app
 
@@ -333,6 +334,26 @@ async def test_readyz_is_503_until_the_services_have_started(
         scenario.conforms("readyz", starting, 503, "not_ready")
     finally:
         services.db.close()
+
+
+async def test_readyz_is_503_when_the_database_cannot_answer_or_is_behind_this_build(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    settings = load_settings({"UNDERSTUDY_DATA_DIR": str(tmp_path / "ready")})
+    services = build_services(settings, ManualClock())
+    await services.start()
+    try:
+        transport = httpx.ASGITransport(app=create_app(services))  # type: ignore[arg-type]
+        async with httpx.AsyncClient(transport=transport, base_url="http://ready") as http:
+            assert (await http.get("/readyz")).status_code == 200
+            services.db.execute("DELETE FROM schema_migrations WHERE version = ?", (LATEST,))
+            behind = await http.get("/readyz")
+            scenario.conforms("readyz", behind, 503, "schema_not_current")
+            services.db.close()  # the database no longer answers
+            gone = await http.get("/readyz")
+            scenario.conforms("readyz", gone, 503, "database_unavailable")
+    finally:
+        await services.stop()
 
 
 # -- operator --------------------------------------------------------------------------------------

@@ -38,6 +38,8 @@ message::
         ├── NoDeviceAvailable           503 no_device_available
         ├── SessionUnavailable          503 session_unavailable
         ├── NotReady                    503 not_ready
+        │   ├── DatabaseUnavailable     503 database_unavailable
+        │   └── SchemaNotCurrent        503 schema_not_current
         ├── CommandNotStarted           504 command_not_started
         └── CommandTimedOut             504 command_timed_out
 
@@ -73,6 +75,7 @@ __all__ = [
     "CommandNotStarted",
     "CommandOutcomeUnknown",
     "CommandTimedOut",
+    "DatabaseUnavailable",
     "DeviceExists",
     "DeviceNotFound",
     "ElementNotFound",
@@ -89,6 +92,7 @@ __all__ = [
     "ProvisioningTimeout",
     "RateLimited",
     "ResponseValidationError",
+    "SchemaNotCurrent",
     "SecretNotFound",
     "SessionBusy",
     "SessionClosedError",
@@ -439,6 +443,18 @@ class NotReady(ProblemError):
 
     CODE = "not_ready"
     STATUS = 503
+
+
+class DatabaseUnavailable(NotReady):
+    """The service cannot reach its database (a `/readyz` answer): route traffic elsewhere."""
+
+    CODE = "database_unavailable"
+
+
+class SchemaNotCurrent(NotReady):
+    """The database is at another schema version than the service's build."""
+
+    CODE = "schema_not_current"
 
 
 class CommandNotStarted(ProblemError):

@@ -348,6 +348,18 @@ export class NotReady extends ProblemError {
   override name = "NotReady";
 }
 
+/** The service cannot reach its database (a `/readyz` answer): route traffic elsewhere. */
+export class DatabaseUnavailable extends NotReady {
+  static override readonly CODE: string | undefined = "database_unavailable";
+  override name = "DatabaseUnavailable";
+}
+
+/** The database is at another schema version than the service's build: migrate, or roll back. */
+export class SchemaNotCurrent extends NotReady {
+  static override readonly CODE: string | undefined = "schema_not_current";
+  override name = "SchemaNotCurrent";
+}
+
 /** The backend gave up before the grant; nothing ran. Retrying the same id is safe. */
 export class CommandNotStarted extends ProblemError {
   static override readonly CODE: string | undefined = "command_not_started";
@@ -386,6 +398,8 @@ const CLASSES: readonly ProblemClass[] = [
   NoDeviceAvailable,
   SessionUnavailable,
   NotReady,
+  DatabaseUnavailable,
+  SchemaNotCurrent,
   CommandNotStarted,
   CommandTimedOut,
 ];
