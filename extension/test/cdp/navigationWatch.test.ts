@@ -78,32 +78,6 @@ describe("navigate's settle round trip in the new document", () => {
     expect(session.framesOf("result").at(-1)).toMatchObject({ outcome: "succeeded", result: { name: "navigate" } });
     expect(expressions).toEqual([LOADED_TASK_EXPRESSION, OWN_ROUND_TRIP]);
   });
-
-  it("answers after the zero-delay tasks of every load listener, registered before or after its own", async () => {
-    for (const pageFirst of [true, false]) {
-      const listeners: (() => void)[] = [];
-      const order: string[] = [];
-      const pageListener = (): void => {
-        // A load handler that redirects with no delay.
-        setTimeout(() => order.push("page task"), 0);
-      };
-      if (pageFirst) listeners.push(pageListener);
-      const page = {
-        document: { readyState: "interactive" },
-        addEventListener: (type: string, listener: () => void) => {
-          if (type === "load") listeners.push(listener);
-        },
-        performance: { timeOrigin: 1234.5 },
-        setTimeout,
-      };
-      const evaluate = new Function(...Object.keys(page), `return ${LOADED_TASK_EXPRESSION};`) as (...args: unknown[]) => Promise<unknown>;
-      const answered = evaluate(...Object.values(page)).then((origin) => order.push(`answer ${String(origin)}`));
-      if (!pageFirst) listeners.push(pageListener);
-      for (const listener of listeners) listener();
-      await answered;
-      expect(order).toEqual(["page task", "answer 1234.5"]);
-    }
-  });
 });
 
 describe("the settle window's wait for a navigation in flight", () => {
