@@ -141,6 +141,11 @@ EXECUTE_PARTS: Final = [
     ("execute_tabs", "  of which chrome.tabs.get"),
     ("execute_other", "  of which the rest (queue, JS, waiting for events)"),
 ]
+# A navigation's time after Chromium reported the new document's load (navigate only).
+AFTER_LOAD: Final = [
+    ("after_load", "navigate: load event -> result sent"),
+    ("after_load_browser", "  of which under sendCommand (the rest of the settle round trip)"),
+]
 # The overhead of a governed write (issue 19, target 1): the round trip minus the browser's time.
 OVERHEAD: Final = [
     ("browser", "browser time: a sendCommand pending, or waiting for Chromium's load event"),
@@ -276,7 +281,9 @@ def breakdown(
                 frames.setdefault((kind, label, command_id), start - offset_ms)
         else:
             calls.append((kind, label, start - offset_ms, end - offset_ms))
-    hops: dict[str, list[float]] = {key: [] for key, _ in HOPS + EXECUTE_PARTS + OVERHEAD}
+    hops: dict[str, list[float]] = {
+        key: [] for key, _ in HOPS + EXECUTE_PARTS + AFTER_LOAD + OVERHEAD
+    }
     hops["total"] = []
     by_call: dict[str, list[float]] = {}
     for command_id, (sent, replied) in client.items():
@@ -323,6 +330,10 @@ def breakdown(
         }
         for key, value in values.items():
             hops[key].append(value)
+        load = next((end for _, end in waits), None)
+        if load is not None:
+            hops["after_load"].append(result - load)
+            hops["after_load_browser"].append(_covered(_clip(cdp, load, result)))
     return {
         "commands": len(hops["total"]),
         "hops_ms": {key: summary(values) for key, values in hops.items()},

@@ -297,9 +297,13 @@ async def run(
         "understudy": {},
         "playwright": {},
         "ratio_p50": {},
+        "ratio_p50_quarters": {},
         "hops": hop_report,
     }
     for op in OPS:
+        result["ratio_p50_quarters"][op] = _quarter_ratios(
+            latencies["understudy"][op], latencies["playwright"][op]
+        )
         ours, theirs = summary(latencies["understudy"][op]), summary(latencies["playwright"][op])
         result["understudy"][op] = {
             "latency_ms": ours,
@@ -309,6 +313,23 @@ async def run(
         result["playwright"][op] = {"latency_ms": theirs}
         result["ratio_p50"][op] = ours["p50"] / theirs["p50"]
     return result
+
+
+def _quarter_ratios(ours: list[float], theirs: list[float]) -> list[float]:
+    """The ratio of p50s in each quarter of the measured rounds (samples in round order): how
+    much the ratio moves within one run, as the load from other processes comes and goes."""
+    size = min(len(ours), len(theirs)) // 4
+    if size == 0:
+        return []
+    return [
+        summary(ours[i * size : (i + 1) * size])["p50"]
+        / summary(theirs[i * size : (i + 1) * size])["p50"]
+        for i in range(4)
+    ]
+
+
+def _spread(values: list[float]) -> str:
+    return f"{fmt(min(values))}-{fmt(max(values))}" if values else "n/a"
 
 
 def _p50s(latencies: dict[str, dict[str, list[float]]]) -> str:
@@ -378,6 +399,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "playwright p50 ms",
             "p95 ms",
             "ratio p50",
+            "per quarter",
             "server-side p50 ms",
             "server CPU ms/cmd",
         ],
@@ -394,6 +416,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
                 fmt(theirs["p50"]),
                 fmt(theirs["p95"]),
                 fmt(result["ratio_p50"][op]),
+                _spread(result.get("ratio_p50_quarters", {}).get(op, [])),
                 fmt(ours["server_side_ms"].get("p50", math.nan)),
                 fmt(ours["server_cpu_ms_per_command"]),
             ]
@@ -404,8 +427,9 @@ def tables(result: dict[str, Any]) -> list[Table]:
         f"Playwright {result['playwright_version']}"
     )
     main.notes.append(
-        "ratio p50 = Understudy p50 / Playwright p50; server-side = admission to the outcome's "
-        "turn, from the command rows"
+        "ratio p50 = Understudy p50 / Playwright p50; per quarter = the lowest and highest ratio "
+        "of p50s over the four quarters of the measured rounds (the noise within this run); "
+        "server-side = admission to the outcome's turn, from the command rows"
     )
     hops = result["hops"]
     overhead = Table(
@@ -415,52 +439,59 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "overhead p50",
             "p99",
             "verdict (p50 <= 5)",
+            "without load wait p50",
             "in extension p50",
             "elsewhere p50",
-            "strict p50",
             "browser time p50",
             "ratio p50",
+            "per quarter",
             "target",
             "verdict",
         ],
     )
     for op in OPS:
         cells = hops[op]["hops_ms"]
-        ours = cells.get("overhead", {})
+        strict = cells.get("overhead_strict", {})
         ratio, limit = result["ratio_p50"][op], RATIO_TARGETS[op]
         overhead.rows.append(
             [
                 op,
-                fmt(ours.get("p50", math.nan)),
-                fmt(ours.get("p99", math.nan)),
-                "met" if ours.get("p50", math.inf) <= OVERHEAD_TARGET_MS else "MISSED",
+                fmt(strict.get("p50", math.nan)),
+                fmt(strict.get("p99", math.nan)),
+                "met" if strict.get("p50", math.inf) <= OVERHEAD_TARGET_MS else "MISSED",
+                fmt(cells.get("overhead", {}).get("p50", math.nan)),
                 fmt(cells.get("overhead_extension", {}).get("p50", math.nan)),
                 fmt(cells.get("overhead_elsewhere", {}).get("p50", math.nan)),
-                fmt(cells.get("overhead_strict", {}).get("p50", math.nan)),
                 fmt(cells.get("browser", {}).get("p50", math.nan)),
                 fmt(ratio),
+                _spread(result.get("ratio_p50_quarters", {}).get(op, [])),
                 f"<= {fmt(limit, 1)}",
                 "met" if ratio <= limit else "MISSED",
             ]
         )
     overhead.notes.append(
-        "overhead = client round trip - browser time, where browser time is the time at least one "
-        "chrome.debugger.sendCommand was pending or a navigation waited for Chromium's load event "
-        "after Page.navigate answered (Playwright's goto waits for it too); strict = round trip - "
-        "time under sendCommand only; in extension = preparing (the journal's prepared write) "
-        "plus executing while no browser time was running; elsewhere = the rest (HTTP, the "
-        "server's turns and commits, the socket hops)"
+        "overhead = the issue's definition: client round trip - the time at least one "
+        "chrome.debugger.sendCommand was pending. A navigate's settle round trip is one "
+        "Runtime.evaluate sent when the new document committed and answered after its load, so "
+        "for navigate that call also covers the wait for load; without load wait = round trip - "
+        "browser time, where browser time adds the wait for Chromium's load event after "
+        "Page.navigate answered while no call was pending (Playwright's goto waits for load too)"
     )
     overhead.notes.append(
-        f"overhead from the traced phase ({hops['commands_per_op']} each), ratios from the "
-        "measured rounds of the same run"
+        "in extension = preparing (the journal's prepared write) plus executing while no browser "
+        "time ran (journal writes, tabs.get, queue, JS); elsewhere = the rest (HTTP, the server's "
+        "turns and commits, the socket hops); both split the 'without load wait' figure"
+    )
+    overhead.notes.append(
+        f"overhead from the traced phase ({hops['commands_per_op']} each, service-worker "
+        "wrappers on), ratios from the measured rounds of the same run (no wrappers)"
     )
     table = Table(
         f"Where a governed write spends its time ({hops['commands_per_op']} each, ms)",
         ["hop", *(f"{op} {stat}" for op in OPS for stat in ("p50", "mean"))],
     )
     split = [key for key, _ in _hops.HOPS].index("extension_execute") + 1
-    rows = [*_hops.HOPS[:split], *_hops.EXECUTE_PARTS, *_hops.HOPS[split:]]
+    rows = [*_hops.HOPS[:split], *_hops.EXECUTE_PARTS, *_hops.AFTER_LOAD, *_hops.HOPS[split:]]
     for key, label in [*rows, ("total", "total (client round trip)"), *_hops.OVERHEAD]:
         row = [label]
         for op in OPS:
@@ -484,30 +515,40 @@ def tables(result: dict[str, Any]) -> list[Table]:
     return [main, overhead, table]
 
 
-def _overhead(result: dict[str, Any], op: str) -> dict[str, Any]:
-    cell: dict[str, Any] = result["hops"][op]["hops_ms"].get("overhead", {})
+def _overhead(result: dict[str, Any], op: str, key: str = "overhead_strict") -> dict[str, Any]:
+    cell: dict[str, Any] = result["hops"][op]["hops_ms"].get(key, {})
     return cell
 
 
 def targets(result: dict[str, Any]) -> list[Target]:
-    ratios = result["ratio_p50"]
-    overheads = {op: _overhead(result, op).get("p50", math.nan) for op in OPS}
-    p99s = {op: _overhead(result, op).get("p99", math.nan) for op in OPS}
-    return [
-        Target(
-            "governed write overhead (round trip - browser time, per-hop trace), p50 per command",
-            f"<= {fmt(OVERHEAD_TARGET_MS, 1)} ms for click, type and navigate",
-            ", ".join(f"{op} {fmt(overheads[op])} ms (p99 {fmt(p99s[op])})" for op in OPS),
-            all(value <= OVERHEAD_TARGET_MS for value in overheads.values()),
-        ),
-        Target(
-            "governed writes vs Playwright over CDP (real Chromium), ratio of p50s",
-            ", ".join(f"{op} <= {fmt(limit, 1)}" for op, limit in RATIO_TARGETS.items()),
-            ", ".join(
-                f"{op} {fmt(ratios[op])} ({fmt(result['understudy'][op]['latency_ms']['p50'])} vs "
-                f"{fmt(result['playwright'][op]['latency_ms']['p50'])} ms)"
-                for op in RATIO_TARGETS
-            ),
-            all(ratios[op] <= limit for op, limit in RATIO_TARGETS.items()),
-        ),
-    ]
+    """Target 1 of issue 19, one line per command and condition, so one miss hides no met."""
+    found = []
+    quarters = result.get("ratio_p50_quarters", {})
+    for op in OPS:
+        strict, relaxed = _overhead(result, op), _overhead(result, op, "overhead")
+        extension = _overhead(result, op, "overhead_extension")
+        value = strict.get("p50", math.nan)
+        found.append(
+            Target(
+                f"{op}: governed write overhead (round trip - time under "
+                "chrome.debugger.sendCommand, per-hop trace), p50",
+                f"<= {fmt(OVERHEAD_TARGET_MS, 1)} ms",
+                f"{fmt(value)} ms (p99 {fmt(strict.get('p99', math.nan))}; without the load "
+                f"wait {fmt(relaxed.get('p50', math.nan))}, of which in the extension "
+                f"{fmt(extension.get('p50', math.nan))})",
+                value <= OVERHEAD_TARGET_MS,
+            )
+        )
+    for op, limit in RATIO_TARGETS.items():
+        ratio = result["ratio_p50"][op]
+        found.append(
+            Target(
+                f"{op}: governed vs Playwright over CDP (real Chromium), ratio of p50s",
+                f"<= {fmt(limit, 1)}",
+                f"{fmt(ratio)} ({fmt(result['understudy'][op]['latency_ms']['p50'])} vs "
+                f"{fmt(result['playwright'][op]['latency_ms']['p50'])} ms; per quarter of the "
+                f"run {_spread(quarters.get(op, []))})",
+                ratio <= limit,
+            )
+        )
+    return found

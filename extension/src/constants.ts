@@ -82,7 +82,6 @@ export const BLOCK_SETTLE_MS = 15;
 /** The page round trip of the settle window is given up after this long (a page may hang its queue). */
 export const BLOCK_SETTLE_PAGE_MS = 250;
 export const BLOCK_SETTLE_MAX_MS = 2_000;
-export const BLOCK_SETTLE_POLL_MS = 25;
 
 /**
  * A tab someone else opened while the popup fence was up, whose first main-frame request the fence

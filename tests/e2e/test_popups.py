@@ -202,6 +202,14 @@ def _routes(site: Site, blocked: Site, framed: Site) -> None:
     site.routes["/nav/meta-refresh"] = lambda hit: Reply(
         _page("Refreshing", f"<meta http-equiv=refresh content='0; url={away}'><h1>Wait</h1>")
     )
+    # A load handler that leaves with no delay (a script redirect once the page loaded).
+    site.routes["/nav/load-redirect"] = lambda hit: Reply(
+        _page(
+            "Leaving",
+            "<h1>Wait</h1><script>addEventListener('load', () => setTimeout(() => {"
+            f" location.href = '{away}'; }}, 0));</script>",
+        )
+    )
     site.routes["/nav/ways"] = lambda hit: Reply(
         _page(
             "Ways out",
@@ -478,6 +486,20 @@ async def test_a_blocked_navigation_is_reported_by_the_click_that_caused_it(
         await asyncio.sleep(SETTLE_S)
         assert env.blocked.hits_on("/away") == [], [h.path for h in env.blocked.hits]
         assert env.site.hits_on("/away") == []
+
+
+async def test_a_load_handlers_zero_delay_redirect_is_reported_by_the_navigate(env: Env) -> None:
+    async with session(env) as session_id:
+        url = env.site.url("/nav/load-redirect")
+        outcome = await _outcome(env, session_id, {"name": "navigate", "url": url})
+        [record] = outcome["result"]["blockedNavigations"]
+        assert (record["kind"], record["origin"], record["cause"]) == (
+            "navigation",
+            env.blocked.origin,
+            "script",
+        )
+        await asyncio.sleep(SETTLE_S)
+        assert env.blocked.hits_on("/away") == [], [h.path for h in env.blocked.hits]
 
 
 async def test_a_meta_refresh_away_is_reported_by_the_navigate_that_loaded_it(env: Env) -> None:

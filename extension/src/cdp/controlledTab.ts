@@ -94,6 +94,8 @@ export class ControlledTab {
   private reactionCount = 0;
   /** Child sessions of out-of-process frames: their own windows and navigations report there. */
   private readonly outOfProcessFrames = new Set<string>();
+  /** Waiting in `navigationDecided`, woken by the event that ends the navigation in flight. */
+  private readonly decidedWaiters = new Set<() => void>();
 
   constructor(
     api: DebuggerApi,
@@ -167,6 +169,8 @@ export class ControlledTab {
   }
 
   detach(): Promise<void> {
+    // No event ends a wait on a detached tab.
+    this.wakeDecided();
     return this.cdp.detach();
   }
 
@@ -239,6 +243,7 @@ export class ControlledTab {
       default:
         break;
     }
+    if (this.decidedWaiters.size > 0 && !this.navigationInFlight) this.wakeDecided();
     this.cdp.dispatch(method, params, sessionId);
   }
 
@@ -249,6 +254,28 @@ export class ControlledTab {
    */
   get navigationInFlight(): boolean {
     return this.requested !== undefined || this.continuedMainFrame;
+  }
+
+  /**
+   * Resolves once no main-frame navigation is in flight: at once when none is, otherwise on the
+   * event that ends it (a document committed, the guard stopped the request, the frame stopped
+   * loading), on detach, or after `timeoutMs`.
+   */
+  navigationDecided(timeoutMs: number): Promise<void> {
+    if (!this.navigationInFlight || timeoutMs <= 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.decidedWaiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.decidedWaiters.add(done);
+    });
+  }
+
+  private wakeDecided(): void {
+    for (const done of [...this.decidedWaiters]) done();
   }
 
   private onRequestPaused(params: RequestPausedParams): void {

@@ -23,15 +23,20 @@ export interface Point {
 
 /** The centre of the element's box, scrolled into view and at rest. */
 export async function centreOf(ctx: CommandContext, backendNodeId: number): Promise<Point> {
-  try {
-    await ctx.cdp.send("DOM.scrollIntoViewIfNeeded", { backendNodeId });
-  } catch (error) {
-    if (error instanceof StaleAuthorityError) throw error;
-    // Not every node can scroll (text, hidden); getBoxModel below decides whether it is usable.
-  }
+  const scrolled = ctx.cdp.send("DOM.scrollIntoViewIfNeeded", { backendNodeId }).then(
+    () => undefined,
+    (error: unknown) => {
+      if (error instanceof StaleAuthorityError) throw error;
+      // Not every node can scroll (text, hidden); getBoxModel below decides whether it is usable.
+    },
+  );
   // A box read mid-transition (an opening accordion, a smooth scroll) sends the press where the
-  // element was, not where it comes to rest.
-  await waitUntilStable(ctx, backendNodeId);
+  // element was, not where it comes to rest. Sent right behind the scroll rather than after its
+  // answer: the page runs the debugger session's calls in the order sent, so the check's first
+  // sample already sees the element scrolled (a smooth scroll then shows as movement); only the
+  // wait for the scroll's answer goes.
+  const stable = waitUntilStable(ctx, backendNodeId);
+  await Promise.all([scrolled, stable]);
   return boxCentre(ctx, backendNodeId);
 }
 

@@ -10,7 +10,7 @@ import type { AuthorityCheck } from "../cdp/cdpSession";
 import { MAX_GENERATION, firstGeneration } from "../cdp/refTable";
 import type { CommandContext } from "../commands/context";
 import { OriginPolicy } from "../config/origins";
-import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, BLOCK_SETTLE_POLL_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
+import { BLOCK_SETTLE_MS, BLOCK_SETTLE_MAX_MS, BLOCK_SETTLE_PAGE_MS, SESSION_PROTOCOL_VERSION, SESSION_TICKET_MAX_REQUESTS } from "../constants";
 import { CommandError, StaleAuthorityError } from "../errors";
 import { CLOSE_NOT_AUTHORITATIVE, CLOSE_REVOKED, READ_DEADLINE_MS } from "@understudy/protocol";
 import type {
@@ -80,6 +80,8 @@ export class SessionRuntime implements CommandHost {
   private ticketRequests = 0;
   /** `tab.reactions` when the current command's attribution window opened (see `settleWindow`). */
   private reactionsAtOpen: number | undefined;
+  /** The current write's new document already ran the settle window's page round trip (NavigationWatch). */
+  private settledInPage = false;
   /** The generation the lease record covers (or will, once `reserving` is done). */
   private reservedGeneration: number;
   private reserving: Promise<void> = Promise.resolve();
@@ -282,7 +284,12 @@ export class SessionRuntime implements CommandHost {
         await chrome.tabs.activate(tabId);
         check();
       },
-      watchNavigation: () => new NavigationWatch(this.tab.cdp),
+      watchNavigation: () =>
+        new NavigationWatch(this.tab.cdp, {
+          onPageSettled: () => {
+            this.settledInPage = true;
+          },
+        }),
       blockedPage: () => this.blocked.showing,
       objects: new Map(),
     };
@@ -302,8 +309,11 @@ export class SessionRuntime implements CommandHost {
    * sign of a reaction since the command's window opened (`ControlledTab.reactions`: no window
    * opened, no navigation requested or started, no target attached, and no frame of another
    * process whose signs this tab cannot see), in which case there is nothing to wait for; every
-   * write then waits while a main-frame navigation is still undecided. Never past
-   * `BLOCK_SETTLE_MAX_MS` or the command's deadline.
+   * write then waits while a main-frame navigation is still undecided, until the event that
+   * decides it. Never past `BLOCK_SETTLE_MAX_MS` or the command's deadline.
+   *
+   * A `navigate` whose new document already made the round trip after its `load`
+   * (NavigationWatch.settled) is not made to make it again.
    */
   async settleWindow(deadlineMs: number, kind: SettleKind): Promise<void> {
     const started = this.deps.now();
@@ -314,10 +324,10 @@ export class SessionRuntime implements CommandHost {
       });
     const settleMs = this.deps.settleMs ?? BLOCK_SETTLE_MS;
     if (kind !== "none" && settleMs > 0) {
-      await Promise.race([this.pageTaskRoundTrip(), sleep(Math.min(BLOCK_SETTLE_PAGE_MS, until - started))]);
+      if (!this.settledInPage) await Promise.race([this.pageTaskRoundTrip(), sleep(Math.min(BLOCK_SETTLE_PAGE_MS, until - started))]);
       if (kind === "activation" && this.pageReacted()) await sleep(Math.min(settleMs, until - this.deps.now()));
     }
-    while (this.tab.navigationInFlight && this.deps.now() < until && !this.closed) await sleep(Math.min(BLOCK_SETTLE_POLL_MS, until - this.deps.now()));
+    if (!this.closed) await this.tab.navigationDecided(until - this.deps.now());
   }
 
   /** Whether the page gave a sign of opening a window or navigating since the window opened. */
@@ -338,12 +348,14 @@ export class SessionRuntime implements CommandHost {
   async attributing<T>(commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
     this.blocked.open(commandId);
     this.reactionsAtOpen = this.tab.reactions;
+    this.settledInPage = false;
     try {
       const value = await task();
       return { value, blocked: this.blocked.close() };
     } finally {
       this.blocked.close();
       this.reactionsAtOpen = undefined;
+      this.settledInPage = false;
     }
   }
 

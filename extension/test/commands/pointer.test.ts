@@ -126,6 +126,35 @@ describe("waiting for a moving element", () => {
     expect(call?.params).toMatchObject({ arguments: [{ value: 1000 }, { value: 1 }], awaitPromise: true });
   });
 
+  it("sends the stability check right behind the scroll, without waiting for the scroll's answer", async () => {
+    const { h, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    let answerScroll: (() => void) | undefined;
+    let checkSentBeforeScrollAnswered = false;
+    h.chrome.handlers.set(
+      "DOM.scrollIntoViewIfNeeded",
+      () =>
+        new Promise((resolve) => {
+          answerScroll = () => resolve({});
+        }),
+    );
+    h.chrome.handlers.set("Runtime.callFunctionOn", (params) => {
+      if (isStabilityFunction(params.functionDeclaration) && answerScroll !== undefined) checkSentBeforeScrollAnswered = true;
+      return { result: { value: pageFunctionAnswer(String(params.functionDeclaration)) } };
+    });
+    const pending = write(session, { name: "click", ref });
+    await settle();
+    expect(checkSentBeforeScrollAnswered).toBe(true);
+    // Nothing is pressed before the scroll answered.
+    expect(h.chrome.callsOf("DOM.getBoxModel")).toEqual([]);
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toEqual([]);
+    answerScroll?.();
+    await pending;
+    await settle();
+    expect(session.framesOf("result").at(-1)).toMatchObject({ outcome: "succeeded" });
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent")).toHaveLength(3);
+  });
+
   it("fails with nothing pressed when the element never stops moving", async () => {
     const { h, session } = await ready();
     const ref = await refOf(session, "button", "Sign in");
