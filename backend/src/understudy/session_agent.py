@@ -164,7 +164,8 @@ class SessionAgent:
                 raise ProblemError(
                     404, "session_not_found", "no session with this id in your tenant"
                 )
-            prior = self.repos.commands.get(self.session_id, command_id)
+            # The earlier admission of this id and the session's open commands: one statement.
+            prior, busy = self.repos.commands.admission(self.session_id, command_id)
             if prior is not None and not _security.digests_equal(prior.fingerprint, fingerprint):
                 raise ProblemError(
                     409,
@@ -184,7 +185,6 @@ class SessionAgent:
                 raise ProblemError(
                     410, "session_terminal", f"the session is {state.value}; create a new session"
                 )
-            busy = self.repos.commands.open_commands(self.session_id)
             if busy:
                 raise ProblemError(
                     429,
@@ -210,8 +210,9 @@ class SessionAgent:
             epoch = session.lease_epoch
             ready_deadline = None if kind == "read" else now + READY_DEADLINE_S
             deadline = now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S)
+            row: CommandRow | None
             if prior is None:
-                self.repos.commands.insert(
+                row = self.repos.commands.insert(
                     NewCommand(
                         session_id=self.session_id,
                         command_id=command_id,
@@ -230,7 +231,6 @@ class SessionAgent:
                         deadline=deadline,
                     )
                 )
-                row = self.repos.commands.get(self.session_id, command_id)
             else:  # a retry of a command that never ran
                 row = self.repos.commands.readmit(
                     self.session_id,
@@ -628,15 +628,8 @@ class SessionAgent:
 
     def _next_due(self) -> float | None:
         """The earliest moment `_expire_due` has something to do."""
-        rows = self.repos.commands.open_commands(self.session_id)
-        if not rows:  # the common case after an outcome: no session read needed
-            return None
-        session = self.repos.sessions.get(self.session_id)
-        epoch = session.lease_epoch if session is not None else 0
-        # A command of an older lease epoch is due at once: its admission time has passed.
-        return min(
-            (r.admitted_at if r.lease_epoch < epoch else _due(r) for r in rows), default=None
-        )
+        # One aggregate; a command of an older lease epoch is due at once (its admission).
+        return self.repos.commands.next_due(self.session_id)
 
     def arm(self) -> None:
         """(Re)arm the timer at the earliest deadline of an open command."""

@@ -260,11 +260,25 @@ class SessionRepository(Protocol):
 class CommandRepository(Protocol):
     """The command journal: one row per (session, command id). Changes return the row after."""
 
-    def insert(self, new: NewCommand) -> None:
-        """Journal a command. Raises `ConflictError` when (session, command id) exists."""
+    def insert(self, new: NewCommand) -> CommandRow:
+        """Journal a command and return its row. Raises `ConflictError` when (session, command
+        id) exists."""
         ...
 
     def get(self, session_id: str, command_id: str) -> CommandRow | None: ...
+
+    def admission(
+        self, session_id: str, command_id: str
+    ) -> tuple[CommandRow | None, list[CommandRow]]:
+        """In one statement: the earlier admission of `command_id` (or None), and the session's
+        other unsettled commands, oldest admission first."""
+        ...
+
+    def next_due(self, session_id: str) -> float | None:
+        """When the session's earliest open command is due: its admission if it is of an older
+        lease epoch than the session's, its ready deadline while preparing, else its deadline
+        (None: no open command)."""
+        ...
 
     def open_commands(self, session_id: str) -> list[CommandRow]:
         """The session's unsettled commands, oldest admission first."""

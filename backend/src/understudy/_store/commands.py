@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from understudy._commands import CommandState
+from understudy._store._sql import RowBuilder
 
 if TYPE_CHECKING:
     from understudy._store._sql import Executor
@@ -15,6 +16,21 @@ if TYPE_CHECKING:
 OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
 # Only the enum's own values are interpolated into SQL; every caller value is a bound parameter.
 _OPEN_SQL: Final = ", ".join(f"'{state}'" for state in OPEN_STATES)
+
+
+_ADMISSION: Final = (
+    "SELECT * FROM commands WHERE session_id = :sid "  # noqa: S608
+    f"AND (command_id = :cid OR state IN ({_OPEN_SQL})) ORDER BY admitted_at, command_id"
+)
+_PREPARING: Final = CommandState.PREPARING.value
+_NEXT_DUE: Final = f"""
+    SELECT MIN(CASE
+        WHEN c.lease_epoch < COALESCE(s.lease_epoch, 0) THEN c.admitted_at
+        WHEN c.state = '{_PREPARING}' AND c.ready_deadline IS NOT NULL THEN c.ready_deadline
+        ELSE c.deadline END) AS due
+      FROM commands AS c LEFT JOIN sessions AS s ON s.session_id = c.session_id
+     WHERE c.session_id = :sid AND c.state IN ({_OPEN_SQL})
+"""  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -41,12 +57,15 @@ class CommandRow:
     completed_at: float | None
 
 
+_build: Final = RowBuilder(CommandRow)
+
+
 def _row(data: dict[str, Any]) -> CommandRow:
     # The executor's dict is fresh for each row, so it is decoded in place.
     data["dry_run"] = bool(data["dry_run"])
     for key in ("request", "result"):
         data[key] = json.loads(data[key]) if data[key] else None
-    return CommandRow(**data)
+    return _build(data)
 
 
 @dataclass(frozen=True)
@@ -89,15 +108,21 @@ class SqlCommands:
     def __init__(self, sql: Executor) -> None:
         self._sql = sql
 
-    def insert(self, new: NewCommand) -> None:
-        """Journal a new command. Raises `ConflictError` when (session, command id) exists."""
+    def insert(self, new: NewCommand) -> CommandRow:
+        """Journal a new command and return its row. Raises `ConflictError` when (session,
+        command id) exists."""
         # Shallow: `asdict` would deep-copy the request only for it to be serialised here.
         values = dict(vars(new))
         values["request"] = json.dumps(new.request)
         values["dry_run"] = int(new.dry_run)
         columns = ", ".join(values)
         marks = ", ".join(f":{k}" for k in values)
-        self._sql.run(f"INSERT INTO commands ({columns}) VALUES ({marks})", values)  # noqa: S608
+        row = self._sql.one(
+            f"INSERT INTO commands ({columns}) VALUES ({marks}) RETURNING *",  # noqa: S608
+            values,
+        )
+        assert row is not None  # noqa: S101 - an INSERT that did not raise returns its row
+        return _row(row)
 
     def get(self, session_id: str, command_id: str) -> CommandRow | None:
         row = self._sql.one(
@@ -114,6 +139,35 @@ class SqlCommands:
             {"sid": session_id},
         )
         return [_row(r) for r in rows]
+
+    def admission(
+        self, session_id: str, command_id: str
+    ) -> tuple[CommandRow | None, list[CommandRow]]:
+        """What admitting `command_id` decides on, in one statement: its earlier admission (or
+        None), and the session's open commands other than it, oldest admission first."""
+        rows = self._sql.rows(
+            _ADMISSION,
+            {"sid": session_id, "cid": command_id},
+        )
+        prior = None
+        others = []
+        for data in rows:
+            row = _row(data)
+            if row.command_id == command_id:
+                prior = row
+            else:
+                others.append(row)
+        return prior, others
+
+    def next_due(self, session_id: str) -> float | None:
+        """The earliest moment an open command of the session is due (None: none is open).
+
+        A command admitted under an older lease epoch than its session's is due at its admission
+        (at once); a preparing write at its ready deadline; any other at its deadline.
+        """
+        row = self._sql.one(_NEXT_DUE, {"sid": session_id})
+        due = None if row is None else row["due"]
+        return None if due is None else float(due)
 
     def sessions_with_open_commands(self) -> list[str]:
         rows = self._sql.rows(
