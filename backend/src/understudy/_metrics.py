@@ -137,6 +137,7 @@ class Metrics:
             registry=registry,
         )
         self._event_children: dict[tuple[str, str], Counter] = {}
+        self._command_children: dict[tuple[str, str], Histogram] = {}
         for actor in ("tenant", "session"):  # present at 0, so an alert can watch the rate
             self._timer_errors.labels(actor)
         Info("understudy_build", "The running build.", registry=registry).info(build_labels())
@@ -160,7 +161,11 @@ class Metrics:
             ).inc()
         elif event == "command.outcome" and "latency_ms" in record:
             seconds = int(record["latency_ms"]) / 1000
-            self._commands.labels(_text(record["command"]), _text(record["kind"])).observe(seconds)
+            labels = (_text(record["command"]), _text(record["kind"]))
+            histogram = self._command_children.get(labels)
+            if histogram is None:  # as for the event counters: one `labels()` per label set
+                histogram = self._command_children[labels] = self._commands.labels(*labels)
+            histogram.observe(seconds)
 
     def timer_failed(self, actor: str) -> None:
         """Count a timer turn that raised."""

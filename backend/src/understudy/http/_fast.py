@@ -27,7 +27,15 @@ from understudy.http._parsing import MAX_BODY_BYTES, check_body, parse_session_i
 
 if TYPE_CHECKING:
     from litestar import Response
-    from litestar.types import ASGIApp, Message, Receive, Scope, Send
+    from litestar.types import (
+        ASGIApp,
+        HTTPResponseBodyEvent,
+        HTTPResponseStartEvent,
+        Message,
+        Receive,
+        Scope,
+        Send,
+    )
 
     from understudy._services import Services
 
@@ -97,6 +105,32 @@ async def _body(receive: Receive) -> bytes:
 async def _respond(
     services: Services, response: Response[Any], scope: Scope, receive: Receive, send: Send
 ) -> None:
+    content, status = response.content, response.status_code
+    plain = not response.cookies and response.background is None
+    if isinstance(content, bytes) and status is not None and plain:
+        # An answer already serialised (every outcome, `json_response`): the two messages the
+        # route's conversion would send, in its header order, without building its response.
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in response.headers.items()
+        ]
+        headers.append((b"content-type", str(response.media_type).encode("latin-1")))
+        headers.append((b"content-length", str(len(content)).encode("latin-1")))
+        await services.db.durable()
+        start: HTTPResponseStartEvent = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": headers,
+        }
+        await send(start)
+        body: HTTPResponseBodyEvent = {
+            "type": "http.response.body",
+            "body": content,
+            "more_body": False,
+        }
+        await send(body)
+        return
+
     async def send_when_durable(message: Message) -> None:
         if message["type"] == "http.response.start":
             await services.db.durable()
