@@ -205,7 +205,7 @@ def test_admission_finds_the_earlier_admission_and_the_other_open_commands(
         prior, others = r.commands.admission("s1", "c1")  # open itself: not among the others
         assert prior is not None and prior.command_id == "c1"
         assert [c.command_id for c in others] == ["c0"]
-        assert r.commands.admission("s1", "new") == (None, others + [prior])
+        assert r.commands.admission("s1", "new") == (None, [*others, prior])
         assert r.commands.admission("s9", "c1") == (None, [])
 
 
