@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
     from understudy._store._sql import Dialect
     from understudy._store.close_requests import CloseRequest
-    from understudy._store.commands import CommandOutcome, CommandRow, NewCommand
+    from understudy._store.commands import (
+        CommandOutcome,
+        CommandRow,
+        GrantCondition,
+        NewCommand,
+    )
     from understudy._store.credentials import ApiKey, Device
     from understudy._store.operators import OperatorToken
     from understudy._store.sessions import NewSession, SessionRow
@@ -303,8 +308,16 @@ class CommandRepository(Protocol):
         """A retry of a command that never ran; clears its error and completion."""
         ...
 
-    def grant(self, session_id: str, command_id: str, *, state: str) -> CommandRow | None:
-        """Granted: set `state`, clear the ready deadline."""
+    def grant(
+        self,
+        session_id: str,
+        command_id: str,
+        *,
+        state: str,
+        when: GrantCondition | None = None,
+    ) -> CommandRow | None:
+        """Granted: set `state`, clear the ready deadline; with `when`, only a row in its state
+        and lease epoch, and not of its excluded name (None otherwise)."""
         ...
 
     def settle(
@@ -315,8 +328,10 @@ class CommandRepository(Protocol):
         state: str,
         completed_at: float,
         outcome: CommandOutcome | None = None,
+        from_state: str | None = None,
     ) -> CommandRow | None:
-        """Terminal `state`; with an `outcome`, its columns are stored and the request dropped."""
+        """Terminal `state`; with an `outcome`, its columns are stored and the request dropped.
+        With `from_state`, only a row in that state changes (None otherwise)."""
         ...
 
 

@@ -90,6 +90,16 @@ class NewCommand:
 
 
 @dataclass(frozen=True)
+class GrantCondition:
+    """When a grant applies: the row is in `state` under `lease_epoch`, and is not a
+    `unless_name` command (one that needs more than its row before it is granted)."""
+
+    state: str
+    lease_epoch: int
+    unless_name: str
+
+
+@dataclass(frozen=True)
 class CommandOutcome:
     """What the extension reported for a command: a result, or an error's code and message."""
 
@@ -177,11 +187,16 @@ class SqlCommands:
         return [r["session_id"] for r in rows]
 
     def _change(
-        self, session_id: str, command_id: str, assignments: str, **params: Any
+        self,
+        session_id: str,
+        command_id: str,
+        assignments: str,
+        condition: str = "",
+        **params: Any,
     ) -> CommandRow | None:
         row = self._sql.one(
             f"UPDATE commands SET {assignments} "  # noqa: S608
-            "WHERE session_id = :sid AND command_id = :cid RETURNING *",
+            f"WHERE session_id = :sid AND command_id = :cid{condition} RETURNING *",
             {**params, "sid": session_id, "cid": command_id},
         )
         return _row(row) if row is not None else None
@@ -218,10 +233,31 @@ class SqlCommands:
             deadline=deadline,
         )
 
-    def grant(self, session_id: str, command_id: str, *, state: str) -> CommandRow | None:
-        """The write is granted: its ready deadline is over."""
+    def grant(
+        self,
+        session_id: str,
+        command_id: str,
+        *,
+        state: str,
+        when: GrantCondition | None = None,
+    ) -> CommandRow | None:
+        """The write is granted: its ready deadline is over. With `when`, only if the row is
+        as it says (None otherwise, and nothing changes)."""
+        condition, params = "", {}
+        if when is not None:
+            condition = " AND state = :from_state AND lease_epoch = :epoch AND name <> :unless_name"
+            params = {
+                "from_state": when.state,
+                "epoch": when.lease_epoch,
+                "unless_name": when.unless_name,
+            }
         return self._change(
-            session_id, command_id, "state = :state, ready_deadline = NULL", state=state
+            session_id,
+            command_id,
+            "state = :state, ready_deadline = NULL",
+            condition,
+            state=state,
+            **params,
         )
 
     def settle(
@@ -232,22 +268,29 @@ class SqlCommands:
         state: str,
         completed_at: float,
         outcome: CommandOutcome | None = None,
+        from_state: str | None = None,
     ) -> CommandRow | None:
         """Persist a terminal state. With the extension's `outcome`, its columns are stored and
-        the request's arguments dropped (they are not kept once the outcome is)."""
+        the request's arguments dropped (they are not kept once the outcome is). With
+        `from_state`, only a row in that state changes (None otherwise)."""
+        condition = " AND state = :from_state" if from_state is not None else ""
         if outcome is None:
             return self._change(
                 session_id,
                 command_id,
                 "state = :state, completed_at = :done, ready_deadline = NULL",
+                condition,
                 state=state,
                 done=completed_at,
+                from_state=from_state,
             )
         return self._change(
             session_id,
             command_id,
             "state = :state, completed_at = :done, ready_deadline = NULL, result = :result, "
             "error_code = :code, error_message = :message, request = NULL",
+            condition,
+            from_state=from_state,
             state=state,
             done=completed_at,
             result=json.dumps(outcome.result) if outcome.result is not None else None,
