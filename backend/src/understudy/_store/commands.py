@@ -18,9 +18,12 @@ OPEN_STATES: Final = tuple(state.value for state in CommandState if state.open)
 _OPEN_SQL: Final = ", ".join(f"'{state}'" for state in OPEN_STATES)
 
 
+# Two index lookups (an OR of both conditions would make SQLite scan every command the session
+# ever had): the command id's row, and the open commands other than it.
 _ADMISSION: Final = (
-    "SELECT * FROM commands WHERE session_id = :sid "  # noqa: S608
-    f"AND (command_id = :cid OR state IN ({_OPEN_SQL})) ORDER BY admitted_at, command_id"
+    "SELECT * FROM commands WHERE session_id = :sid AND command_id = :cid "  # noqa: S608
+    "UNION ALL SELECT * FROM commands WHERE session_id = :sid "
+    f"AND state IN ({_OPEN_SQL}) AND command_id <> :cid ORDER BY admitted_at, command_id"
 )
 _PREPARING: Final = CommandState.PREPARING.value
 _NEXT_DUE: Final = f"""
