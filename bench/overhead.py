@@ -523,7 +523,9 @@ def targets(result: dict[str, Any]) -> list[Target]:
                 f"server CPU per durable write at {CPU_TARGET_LEVEL} sessions (FULL)",
                 f"<= {fmt(CPU_TARGET_MS)} ms",
                 f"{fmt(ms)} ms (user {fmt(cpu['server_user_ms_per_command'])}, system "
-                f"{fmt(cpu['server_system_ms_per_command'])}); hops in the table above",
+                f"{fmt(cpu['server_system_ms_per_command'])}), "
+                f"{fmt(cpu.get('statements_per_command', math.nan), 1)} SQL statements per "
+                "write; hops in the table above",
                 ms <= CPU_TARGET_MS,
             )
         )
