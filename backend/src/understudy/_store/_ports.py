@@ -348,6 +348,12 @@ class QuotaRepository(Protocol):
         writers: the decision and the count are one statement."""
         ...
 
+    def take_all(self, uses: list[tuple[str, str, int]], now: float) -> list[float | None]:
+        """`take` for several (scope, subject, limit), each scope once, in one statement; the
+        uses that fit are counted even when another is refused (roll the transaction back to
+        uncount them)."""
+        ...
+
     def used(self, scope: str, subject: str, now: float) -> int:
         """Uses counted in the window holding `now`."""
         ...
