@@ -165,6 +165,9 @@ def overhead_metrics(result: dict[str, Any]) -> tuple[list[Metric], list[Check]]
                 Metric(
                     f"{name} server CPU ms/cmd", _num(phase["server_cpu_ms_per_command"]), "lower"
                 ),
+                Metric(
+                    f"{name} SQL statements/cmd", _num(phase.get("statements_per_command")), "lower"
+                ),
             ]
             statuses = phase.get("statuses", {})
             if statuses:

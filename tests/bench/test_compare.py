@@ -101,6 +101,7 @@ def _overhead_result(p50: float, ran_once: bool) -> dict[str, Any]:
         "server_side_ms": {"p50": p50 / 2},
         "commands_per_s": 1000 / p50,
         "server_cpu_ms_per_command": 1.5,
+        "statements_per_command": 15.0,
         "statuses": {"200": 10},
     }
     return {"settings": {"FULL": {"phases": {"1:write": phase}, "every_write_ran_once": ran_once}}}
@@ -112,6 +113,7 @@ def test_overhead_figures_and_checks_come_from_its_phases() -> None:
     assert figures["FULL 1x click p50 ms"] == (4.0, "lower", False)
     assert figures["FULL 1x click p99 ms"] == (12.0, "lower", True)
     assert figures["FULL 1x click commands/s"] == (250.0, "higher", False)
+    assert figures["FULL 1x click SQL statements/cmd"] == (15.0, "lower", False)
     assert {c.key: c.ok for c in checks} == {
         "FULL 1x click every reply 200": True,
         "FULL every write ran once": False,

@@ -112,8 +112,10 @@ def take_quotas(
                 quota.credential_fills_per_actor_per_min,
             )
         )
-    for scope, subject, limit in limits:
-        wait = repos.quotas.take(scope, subject, limit, now)
+    # One statement for every quota; a refusal raises, and the turn's rollback uncounts the
+    # quotas that fitted, as if only the ones before the refused one had been tried.
+    waits = repos.quotas.take_all(limits, now)
+    for (scope, _, limit), wait in zip(limits, waits, strict=True):
         if wait is not None:
             refused("quota.decision", tenant=session.tenant, scope=scope, outcome="refused")
             raise ProblemError(

@@ -14,6 +14,7 @@ test process runs many services side by side.
     understudy_sessions{state}                             sessions not finished, by state
     understudy_devices_online, understudy_device_free_tabs
     understudy_sqlite_transactions_total, understudy_sqlite_commits_total
+    understudy_sqlite_statements_total                     SQLite only
     understudy_timer_errors_total{actor}                   actor timers whose turn raised
     understudy_build_info{version,api_version,protocol_versions}
     process_*, python_gc_*, python_info                   the client library's collectors
@@ -91,6 +92,14 @@ class _StateCollector:
             "SQLite transactions (actor turns) since start.",
             value=self._db.turns,
         )
+        statements = getattr(self._db.sql, "statements", None)  # SQLite's executor counts
+        if statements is not None:
+            yield CounterMetricFamily(
+                "understudy_sqlite_statements",
+                "SQL statements the repositories ran on SQLite since start (transaction "
+                "control left out); on a networked engine each is a round trip.",
+                value=statements,
+            )
         yield CounterMetricFamily(
             "understudy_sqlite_commits",
             "SQLite COMMITs since start, each one fsync under synchronous=FULL; group commit "
@@ -137,6 +146,7 @@ class Metrics:
             registry=registry,
         )
         self._event_children: dict[tuple[str, str], Counter] = {}
+        self._command_children: dict[tuple[str, str], Histogram] = {}
         for actor in ("tenant", "session"):  # present at 0, so an alert can watch the rate
             self._timer_errors.labels(actor)
         Info("understudy_build", "The running build.", registry=registry).info(build_labels())
@@ -160,7 +170,11 @@ class Metrics:
             ).inc()
         elif event == "command.outcome" and "latency_ms" in record:
             seconds = int(record["latency_ms"]) / 1000
-            self._commands.labels(_text(record["command"]), _text(record["kind"])).observe(seconds)
+            labels = (_text(record["command"]), _text(record["kind"]))
+            histogram = self._command_children.get(labels)
+            if histogram is None:  # as for the event counters: one `labels()` per label set
+                histogram = self._command_children[labels] = self._commands.labels(*labels)
+            histogram.observe(seconds)
 
     def timer_failed(self, actor: str) -> None:
         """Count a timer turn that raised."""

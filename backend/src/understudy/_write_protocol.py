@@ -22,16 +22,15 @@ and no event leads back to `preparing` except admitting a retry of a write that 
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import TypeAdapter
-
 from understudy._commands import CommandState, move
 from understudy._problems import ProblemError
-from understudy._views import at
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -234,16 +233,41 @@ def _lost(state: CommandState, event: Event) -> Decision:
 
 # -- the HTTP answers ------------------------------------------------------------------------------
 
-RESULTS: TypeAdapter[Any] = TypeAdapter(m.CommandResult)
-
 
 @dataclass(frozen=True)
 class HttpAnswer:
-    """A command's durable state as an HTTP answer (an error state raises `ProblemError`)."""
+    """A command's durable state as an HTTP answer (an error state raises `ProblemError`).
+
+    `body` is a model, or for an outcome its JSON text already (`outcome_json`).
+    """
 
     status: int
-    body: WireModel
+    body: WireModel | bytes
     headers: dict[str, str]
+
+
+def outcome_json(row: CommandRow) -> bytes:
+    """The `CommandOutcome` of a settled command as JSON, written from its row directly.
+
+    The result was validated in the extension's frame and stored as that model's wire form;
+    building the outcome model would validate it a second time, for every command. The other
+    fields are the row's own (the error through `CommandError`, whose codes are fewer than a
+    frame's). `tests/backend/unit/test_write_protocol.py` holds this text equal to the model's.
+    """
+    outcome: dict[str, Any] = {
+        "commandId": row.command_id,
+        "name": row.name,
+        "status": row.state,
+        "dryRun": row.dry_run,
+    }
+    if row.result is not None:
+        outcome["result"] = row.result
+    if row.error_code:  # the outcome's error codes are fewer than a frame's: checked here
+        error = m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
+        outcome["error"] = error.to_wire()
+    completed = datetime.fromtimestamp(row.completed_at or row.admitted_at, UTC)
+    outcome["completedAt"] = completed.isoformat().replace("+00:00", "Z")
+    return json.dumps(outcome, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def http_answer(session_id: str, row: CommandRow) -> HttpAnswer:
@@ -253,30 +277,17 @@ def http_answer(session_id: str, row: CommandRow) -> HttpAnswer:
         ProblemError: unknown (409), not started or timed out (504).
     """
     state = CommandState(row.state)
-    command_id = uuid.UUID(row.command_id)
-    name: Any = row.name
     if state in (_S.SUCCEEDED, _S.FAILED):
-        error = (
-            m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
-            if row.error_code
-            else None
-        )
-        result = RESULTS.validate_python(row.result) if row.result is not None else None
-        outcome = m.CommandOutcome(
-            command_id=command_id,
-            name=name,
-            status="succeeded" if state == _S.SUCCEEDED else "failed",
-            dry_run=row.dry_run,
-            result=result,
-            error=error,
-            completed_at=at(row.completed_at or row.admitted_at),
-        )
-        return HttpAnswer(200, outcome, {})
+        return HttpAnswer(200, outcome_json(row), {})
     if state.open:
         location = f"/v1/sessions/{session_id}/commands/{row.command_id}"
         status: Any = "granted" if state == _S.GRANTED else "pending"
+        name: Any = row.name
         pending = m.CommandPending(
-            command_id=command_id, name=name, status=status, retry_policy="poll_same_command"
+            command_id=uuid.UUID(row.command_id),
+            name=name,
+            status=status,
+            retry_policy="poll_same_command",
         )
         return HttpAnswer(202, pending, {"Location": location, "Retry-After": "1"})
     if state == _S.UNKNOWN:

@@ -44,7 +44,7 @@ from understudy._policy import (
 )
 from understudy._problems import ProblemError
 from understudy._store import vault
-from understudy._store.commands import CommandOutcome, NewCommand
+from understudy._store.commands import CommandOutcome, GrantCondition, NewCommand
 from understudy._turns import Outbox as TurnOutbox
 from understudy._turns import Timer, Turns
 from understudy._write_protocol import Decision, Effect, Event, JournalState, Kind, decide
@@ -164,7 +164,8 @@ class SessionAgent:
                 raise ProblemError(
                     404, "session_not_found", "no session with this id in your tenant"
                 )
-            prior = self.repos.commands.get(self.session_id, command_id)
+            # The earlier admission of this id and the session's open commands: one statement.
+            prior, busy = self.repos.commands.admission(self.session_id, command_id)
             if prior is not None and not _security.digests_equal(prior.fingerprint, fingerprint):
                 raise ProblemError(
                     409,
@@ -184,7 +185,6 @@ class SessionAgent:
                 raise ProblemError(
                     410, "session_terminal", f"the session is {state.value}; create a new session"
                 )
-            busy = self.repos.commands.open_commands(self.session_id)
             if busy:
                 raise ProblemError(
                     429,
@@ -210,8 +210,9 @@ class SessionAgent:
             epoch = session.lease_epoch
             ready_deadline = None if kind == "read" else now + READY_DEADLINE_S
             deadline = now + (READ_DEADLINE_S if kind == "read" else GRANT_DEADLINE_S)
+            row: CommandRow | None
             if prior is None:
-                self.repos.commands.insert(
+                row = self.repos.commands.insert(
                     NewCommand(
                         session_id=self.session_id,
                         command_id=command_id,
@@ -230,7 +231,6 @@ class SessionAgent:
                         deadline=deadline,
                     )
                 )
-                row = self.repos.commands.get(self.session_id, command_id)
             else:  # a retry of a command that never ran
                 row = self.repos.commands.readmit(
                     self.session_id,
@@ -447,6 +447,19 @@ class SessionAgent:
         )
 
     def _write_ready(self, out: _Outbox, now: float, frame: m.SessionClientWriteReady) -> None:
+        # The common case in one statement: a preparing write of the frame's lease epoch is
+        # granted, the condition in its WHERE. Any other row (or a fill_secret, which needs the
+        # vault first) is read and decided as the table says.
+        grant = decide("write", _S.PREPARING, Event.WRITE_READY)
+        assert grant.target is not None  # noqa: S101 - the table grants a preparing write
+        when = GrantCondition(_S.PREPARING.value, frame.lease_epoch, "fill_secret")
+        granted = self.repos.commands.grant(
+            self.session_id, str(frame.command_id), state=grant.target.value, when=when
+        )
+        if granted is not None:
+            self._apply(out, granted, frame.command_id, grant, now, persisted=True)
+            out.frames.append(_grant_frame(frame.command_id, granted, None))
+            return
         row = self.repos.commands.get(self.session_id, str(frame.command_id))
         decision = self._decide(row, Event.WRITE_READY)
         if row is None or not decision.has(Effect.SEND_GRANT):
@@ -455,9 +468,7 @@ class SessionAgent:
         if frame.lease_epoch != row.lease_epoch:
             self._apply(out, row, frame.command_id, self._decide(row, Event.READY_STALE_EPOCH), now)
             return
-        command: Any = m.CommandRequest.model_validate(
-            {"commandId": row.command_id, "command": row.request}
-        ).command
+        command = _command_of(row)
         secret: str | None = None
         if row.name == "fill_secret":
             name = command.secret_ref.removeprefix("vault:")
@@ -476,21 +487,35 @@ class SessionAgent:
                 return
         self._apply(out, row, frame.command_id, decision, now)
         # The plaintext exists only in this frame object, in memory, until it is sent.
-        out.frames.append(
-            m.SessionServerWriteGrant(
-                type="write_grant",
-                command_id=frame.command_id,
-                lease_epoch=row.lease_epoch,
-                command=command,
-                dry_run=row.dry_run,
-                deadline_at=utc(row.deadline),
-                secret_value=secret if not row.dry_run else None,
-            )
-        )
+        out.frames.append(_grant_frame(frame.command_id, row, secret, command))
 
     def _result(self, out: _Outbox, now: float, frame: m.SessionClientResult) -> None:
-        row = self.repos.commands.get(self.session_id, str(frame.command_id))
         event = Event.WRITE_SUCCEEDED if frame.outcome == "succeeded" else Event.WRITE_FAILED
+        # The common case in one statement: a granted write settles, the state in the WHERE;
+        # a result for a row in any other state (or none) is read and decided as the table says.
+        settle = decide("write", _S.GRANTED, event)
+        assert settle.target is not None  # noqa: S101 - the table settles a granted write
+        settled = self.repos.commands.settle(
+            self.session_id,
+            str(frame.command_id),
+            state=settle.target.value,
+            completed_at=now,
+            outcome=_outcome(frame.result, frame.error),
+            from_state=_S.GRANTED.value,
+        )
+        if settled is not None:
+            self._apply(
+                out,
+                settled,
+                frame.command_id,
+                settle,
+                now,
+                result=frame.result,
+                error=frame.error,
+                persisted=True,
+            )
+            return
+        row = self.repos.commands.get(self.session_id, str(frame.command_id))
         decision = self._decide(row, event, kind="write")
         self._apply(
             out, row, frame.command_id, decision, now, result=frame.result, error=frame.error
@@ -546,14 +571,18 @@ class SessionAgent:
         *,
         result: Any = None,
         error: m.ErrorInfo | None = None,
+        persisted: bool = False,
     ) -> None:
-        """Carry out a decision: persist the next state, then queue its frames."""
+        """Carry out a decision: persist the next state (unless the caller's statement already
+        did: `persisted`, `row` as it wrote it), then queue its frames."""
         target = decision.target
         if row is not None and target is not None:
             if target.open:  # granted: the deadline of the work runs on
-                self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
+                if not persisted:
+                    self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
             else:
-                self._end(row, target, now, decision.has(Effect.RECORD_OUTCOME), result, error)
+                reported = decision.has(Effect.RECORD_OUTCOME)
+                self._end(row, target, now, reported, result, error, persisted=persisted)
             out.wake.add(row.command_id)
         if row is not None and decision.has(Effect.BLOCK_WRITES):
             session = self.repos.sessions.require(self.session_id)
@@ -576,21 +605,21 @@ class SessionAgent:
         reported: bool,
         result: Any,
         error: m.ErrorInfo | None,
+        *,
+        persisted: bool = False,
     ) -> None:
-        """Persist a terminal state, with the outcome's columns when the extension gave one."""
-        # With an outcome, the request's arguments are dropped: they are not kept once it is.
-        outcome = (
-            CommandOutcome(
-                result=result.to_wire() if result is not None else None,
-                error_code=error.code if error is not None else None,
-                error_message=error.message if error is not None else None,
+        """Persist a terminal state (unless `persisted`), with the outcome's columns when the
+        extension gave one, and report it."""
+        if not persisted:
+            # With an outcome, the request's arguments are dropped: not kept once it is.
+            outcome = _outcome(result, error) if reported else None
+            self.repos.commands.settle(
+                self.session_id,
+                row.command_id,
+                state=target.value,
+                completed_at=now,
+                outcome=outcome,
             )
-            if reported
-            else None
-        )
-        self.repos.commands.settle(
-            self.session_id, row.command_id, state=target.value, completed_at=now, outcome=outcome
-        )
         # Latency only for outcomes the extension reported; the others ended on a deadline.
         latency = {"latency_ms": int((now - row.admitted_at) * 1000)} if reported else {}
         self._turns.report(
@@ -628,15 +657,8 @@ class SessionAgent:
 
     def _next_due(self) -> float | None:
         """The earliest moment `_expire_due` has something to do."""
-        rows = self.repos.commands.open_commands(self.session_id)
-        if not rows:  # the common case after an outcome: no session read needed
-            return None
-        session = self.repos.sessions.get(self.session_id)
-        epoch = session.lease_epoch if session is not None else 0
-        # A command of an older lease epoch is due at once: its admission time has passed.
-        return min(
-            (r.admitted_at if r.lease_epoch < epoch else _due(r) for r in rows), default=None
-        )
+        # One aggregate; a command of an older lease epoch is due at once (its admission).
+        return self.repos.commands.next_due(self.session_id)
 
     def arm(self) -> None:
         """(Re)arm the timer at the earliest deadline of an open command."""
@@ -682,6 +704,36 @@ class SessionAgent:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(CLOSE_SHUTDOWN, "server shutting down")
+
+
+def _outcome(result: Any, error: m.ErrorInfo | None) -> CommandOutcome:
+    """The columns of what the extension reported."""
+    return CommandOutcome(
+        result=result.to_wire() if result is not None else None,
+        error_code=error.code if error is not None else None,
+        error_message=error.message if error is not None else None,
+    )
+
+
+def _command_of(row: CommandRow) -> Any:
+    """The command of a journal row as the generated model the grant frame carries."""
+    return m.CommandRequest.model_validate(
+        {"commandId": row.command_id, "command": row.request}
+    ).command
+
+
+def _grant_frame(
+    command_id: uuid.UUID, row: CommandRow, secret: str | None, command: Any = None
+) -> m.SessionServerWriteGrant:
+    return m.SessionServerWriteGrant(
+        type="write_grant",
+        command_id=command_id,
+        lease_epoch=row.lease_epoch,
+        command=command if command is not None else _command_of(row),
+        dry_run=row.dry_run,
+        deadline_at=utc(row.deadline),
+        secret_value=secret if not row.dry_run else None,
+    )
 
 
 def _due(row: CommandRow) -> float:

@@ -4,6 +4,7 @@ what the service did."""
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,11 @@ async def test_metrics_follow_sessions_devices_commands_and_the_lifecycle(
     assert value(after, "understudy_sqlite_transactions_total") >= value(
         after, "understudy_sqlite_commits_total"
     )
+    # Every turn runs statements: more of them than turns, and the count only grows.
+    if os.environ.get("UNDERSTUDY_TEST_ENGINE") != "postgresql":  # SQLite's executor counts
+        statements = value(after, "understudy_sqlite_statements_total")
+        assert statements > value(after, "understudy_sqlite_transactions_total")
+        assert statements > value(during, "understudy_sqlite_statements_total") > 0
 
 
 async def test_refused_creates_are_timed_under_their_status_and_mode(backend: Backend) -> None:

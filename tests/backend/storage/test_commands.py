@@ -181,3 +181,57 @@ def test_open_commands_admitted_at_the_same_moment_come_in_command_id_order(
     with journal.read() as r:
         assert [c.command_id for c in r.commands.open_commands("s2")] == ["c5", "c0", "c9"]
         assert r.commands.sessions_with_open_commands() == ["s0", "s1", "s2"]
+
+
+def test_insert_returns_the_row_as_stored(storage: Storage) -> None:
+    with storage.transaction() as tx:
+        row = tx.commands.insert(new_command("c7", request={"ref": "g1e1"}))
+        assert row == tx.commands.get("s1", "c7")
+    assert (row.attempt, row.request, row.completed_at) == (1, {"ref": "g1e1"}, None)
+
+
+def test_admission_finds_the_earlier_admission_and_the_other_open_commands(
+    journal: Storage,
+) -> None:
+    with journal.transaction() as tx:
+        tx.commands.insert(new_command("c0", admitted_at=150.0, state="pending", kind="read"))
+        tx.commands.insert(new_command("c2", admitted_at=250.0))
+        tx.commands.settle("s1", "c2", state="not_started", completed_at=260.0)
+        tx.commands.insert(new_command("x1", session_id="s2"))
+    with journal.read() as r:
+        prior, others = r.commands.admission("s1", "c2")  # settled: found, not open
+        assert prior is not None and prior.state == "not_started"
+        assert [c.command_id for c in others] == ["c0", "c1"]
+        prior, others = r.commands.admission("s1", "c1")  # open itself: not among the others
+        assert prior is not None and prior.command_id == "c1"
+        assert [c.command_id for c in others] == ["c0"]
+        assert r.commands.admission("s1", "new") == (None, [*others, prior])
+        assert r.commands.admission("s9", "c1") == (None, [])
+
+
+def test_next_due_is_the_earliest_deadline_of_an_open_command(storage: Storage) -> None:
+    with storage.transaction() as tx:
+        tx.sessions.insert(new_session("s1", lease_epoch=2))
+        assert tx.commands.next_due("s1") is None
+        # Preparing: its ready deadline; granted or a read: its deadline.
+        tx.commands.insert(new_command("w1", lease_epoch=2, ready_deadline=210.0, deadline=230.0))
+        assert tx.commands.next_due("s1") == 210.0
+        tx.commands.grant("s1", "w1", state="granted")
+        assert tx.commands.next_due("s1") == 230.0
+        tx.commands.insert(
+            new_command(
+                "r1",
+                lease_epoch=2,
+                state="pending",
+                kind="read",
+                ready_deadline=None,
+                deadline=220.0,
+            )
+        )
+        assert tx.commands.next_due("s1") == 220.0
+        # Admitted under an older lease epoch than the session's: due at its admission.
+        tx.commands.insert(new_command("old", lease_epoch=1, admitted_at=205.0))
+        assert tx.commands.next_due("s1") == 205.0
+        for command_id in ("w1", "r1", "old"):
+            tx.commands.settle("s1", command_id, state="failed", completed_at=240.0)
+        assert tx.commands.next_due("s1") is None

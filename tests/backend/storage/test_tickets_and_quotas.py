@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+import pytest
+
 from understudy._store.quotas import WINDOW_S
 
 if TYPE_CHECKING:
@@ -51,6 +53,34 @@ def test_a_zero_limit_refuses_without_counting(storage: Storage) -> None:
     with storage.transaction() as tx:
         assert tx.quotas.take("cmd", "s", 0, 30.0) == 30.0
         assert tx.quotas.used("cmd", "s", 30.0) == 0
+
+
+def test_several_quotas_are_taken_in_one_call_each_within_its_own_limit(
+    storage: Storage,
+) -> None:
+    uses = [("session", "s1", 2), ("tenant", "acme", 3)]
+    with storage.transaction() as tx:
+        assert tx.quotas.take_all(uses, 30.0) == [None, None]
+        assert tx.quotas.take_all(uses, 31.0) == [None, None]
+        # The session quota is full: refused with the wait; the tenant's still fits (and is
+        # counted: a caller that refuses rolls back).
+        assert tx.quotas.take_all(uses, 32.0) == [28.0, None]
+        assert (tx.quotas.used("session", "s1", 32.0), tx.quotas.used("tenant", "acme", 32.0)) == (
+            2,
+            3,
+        )
+        assert tx.quotas.take_all(uses, 33.0) == [27.0, 27.0]
+        assert tx.quotas.take_all([("session", "s1", 0), ("tenant", "acme", 9)], 34.0) == [
+            26.0,
+            None,
+        ]
+        # A new window starts both at one and forgets the old ones.
+        assert tx.quotas.take_all(uses, 60.0) == [None, None]
+        assert tx.quotas.used("session", "s1", 60.0) == 1
+        assert tx.quotas.used("session", "s1", 30.0) == 0
+        assert tx.quotas.take_all([], 60.0) == []
+        with pytest.raises(ValueError, match="each scope once"):
+            tx.quotas.take_all([("session", "s1", 2), ("session", "s2", 2)], 60.0)
 
 
 def test_quota_holds_exactly_under_two_writers_racing(engine: Engine, storage: Storage) -> None:

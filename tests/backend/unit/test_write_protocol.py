@@ -9,11 +9,15 @@ a change to this file fails here.
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pydantic import TypeAdapter
+from tests.support.simdevice import fake_snapshot
 
+from understudy._clock import utc
 from understudy._commands import CommandState, move
 from understudy._problems import ProblemError
 from understudy._store.commands import OPEN_STATES, CommandRow
@@ -27,9 +31,10 @@ from understudy._write_protocol import (
     decide,
     http_answer,
 )
+from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from understudy._write_protocol import JournalState, Kind
+    from understudy._write_protocol import HttpAnswer, JournalState, Kind
 
 TABLE = """
 admit              read  -           -                 pending     send_read
@@ -367,14 +372,72 @@ def test_open_and_failed_commands_answer_with_their_status(
 ) -> None:
     row = _row(state, error_code="ref_not_found" if state == _S.FAILED else None)
     answer = http_answer(row.session_id, row)
-    assert (answer.status, answer.body.to_wire()["status"]) == (status, body_status)
+    assert (answer.status, _body(answer)["status"]) == (status, body_status)
     if status == 202:
         assert answer.headers == {
             "Location": f"/v1/sessions/{row.session_id}/commands/{row.command_id}",
             "Retry-After": "1",
         }
     else:
-        assert answer.body.to_wire()["error"]["code"] == "ref_not_found"
+        assert _body(answer)["error"]["code"] == "ref_not_found"
+
+
+def _body(answer: HttpAnswer) -> dict[str, Any]:
+    body = answer.body
+    return json.loads(body) if isinstance(body, bytes) else body.to_wire()
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {
+            "result": {
+                "name": "click",
+                "url": "https://example.com/",
+                "title": "Ünïcode ✓",
+                "generation": 3,
+            }
+        },
+        {"state": "failed", "error_code": "ref_not_found", "error_message": "no such ref"},
+        {"state": "failed", "error_code": "wait_timeout", "error_message": None},
+        {
+            "dry_run": True,
+            "completed_at": 1_796_000_002.25,
+            "result": {
+                "name": "click",
+                "url": "https://example.com/",
+                "title": "",
+                "generation": 1,
+            },
+        },
+        {"completed_at": None},  # never settled with a time: the admission's is shown
+        {
+            "name": "snapshot",
+            "kind": "read",
+            "result": fake_snapshot({"format": "both"}, {"url": "https://example.com/"}),
+        },
+    ],
+)
+def test_an_outcome_is_answered_as_the_command_outcome_model_writes_it(
+    extra: dict[str, Any],
+) -> None:
+    """The outcome's JSON is written from the row; it must be what the model would write."""
+    values = {"result": None, "state": "succeeded"} | extra
+    row = _row(_S(values.pop("state")), kind=values.pop("kind", "write"), **values)
+    answer = http_answer(row.session_id, row)
+    assert isinstance(answer.body, bytes)
+    model = m.CommandOutcome(
+        command_id=uuid.UUID(row.command_id),
+        name=row.name,  # type: ignore[arg-type]
+        status=row.state,  # type: ignore[arg-type]
+        dry_run=row.dry_run,
+        result=TypeAdapter(m.CommandResult).validate_python(row.result) if row.result else None,
+        error=m.CommandError(code=row.error_code, message=row.error_message or "")  # type: ignore[arg-type]
+        if row.error_code
+        else None,
+        completed_at=utc(row.completed_at or row.admitted_at),
+    )
+    assert json.loads(answer.body) == json.loads(model.to_wire_json())
 
 
 @pytest.mark.parametrize(

@@ -181,6 +181,7 @@ class SqliteExecutor:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self.statements = 0  # statements run (not BEGIN/SAVEPOINT/COMMIT), for /metrics
 
     @property
     def dialect(self) -> Dialect:
@@ -191,6 +192,7 @@ class SqliteExecutor:
         # and the column names (read once per statement) as through `sqlite3.Row`.
         cursor = self._conn.cursor()
         cursor.row_factory = None
+        self.statements += 1
         try:
             return cursor.execute(sql, params if params is not None else {})
         except sqlite3.IntegrityError as exc:

@@ -27,7 +27,12 @@ if TYPE_CHECKING:
 
     from understudy._store._sql import Dialect
     from understudy._store.close_requests import CloseRequest
-    from understudy._store.commands import CommandOutcome, CommandRow, NewCommand
+    from understudy._store.commands import (
+        CommandOutcome,
+        CommandRow,
+        GrantCondition,
+        NewCommand,
+    )
     from understudy._store.credentials import ApiKey, Device
     from understudy._store.operators import OperatorToken
     from understudy._store.sessions import NewSession, SessionRow
@@ -260,11 +265,25 @@ class SessionRepository(Protocol):
 class CommandRepository(Protocol):
     """The command journal: one row per (session, command id). Changes return the row after."""
 
-    def insert(self, new: NewCommand) -> None:
-        """Journal a command. Raises `ConflictError` when (session, command id) exists."""
+    def insert(self, new: NewCommand) -> CommandRow:
+        """Journal a command and return its row. Raises `ConflictError` when (session, command
+        id) exists."""
         ...
 
     def get(self, session_id: str, command_id: str) -> CommandRow | None: ...
+
+    def admission(
+        self, session_id: str, command_id: str
+    ) -> tuple[CommandRow | None, list[CommandRow]]:
+        """In one statement: the earlier admission of `command_id` (or None), and the session's
+        other unsettled commands, oldest admission first."""
+        ...
+
+    def next_due(self, session_id: str) -> float | None:
+        """When the session's earliest open command is due: its admission if it is of an older
+        lease epoch than the session's, its ready deadline while preparing, else its deadline
+        (None: no open command)."""
+        ...
 
     def open_commands(self, session_id: str) -> list[CommandRow]:
         """The session's unsettled commands, oldest admission first."""
@@ -289,8 +308,16 @@ class CommandRepository(Protocol):
         """A retry of a command that never ran; clears its error and completion."""
         ...
 
-    def grant(self, session_id: str, command_id: str, *, state: str) -> CommandRow | None:
-        """Granted: set `state`, clear the ready deadline."""
+    def grant(
+        self,
+        session_id: str,
+        command_id: str,
+        *,
+        state: str,
+        when: GrantCondition | None = None,
+    ) -> CommandRow | None:
+        """Granted: set `state`, clear the ready deadline; with `when`, only a row in its state
+        and lease epoch, and not of its excluded name (None otherwise)."""
         ...
 
     def settle(
@@ -301,8 +328,10 @@ class CommandRepository(Protocol):
         state: str,
         completed_at: float,
         outcome: CommandOutcome | None = None,
+        from_state: str | None = None,
     ) -> CommandRow | None:
-        """Terminal `state`; with an `outcome`, its columns are stored and the request dropped."""
+        """Terminal `state`; with an `outcome`, its columns are stored and the request dropped.
+        With `from_state`, only a row in that state changes (None otherwise)."""
         ...
 
 
@@ -317,6 +346,12 @@ class QuotaRepository(Protocol):
         """Count one use in the current one-minute window; None when within `limit`, else the
         seconds until the window resets (a refused use is not counted). Exact under concurrent
         writers: the decision and the count are one statement."""
+        ...
+
+    def take_all(self, uses: list[tuple[str, str, int]], now: float) -> list[float | None]:
+        """`take` for several (scope, subject, limit), each scope once, in one statement; the
+        uses that fit are counted even when another is refused (roll the transaction back to
+        uncount them)."""
         ...
 
     def used(self, scope: str, subject: str, now: float) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from understudy._lifecycle import LIVE, TERMINAL, SessionState
+from understudy._store._sql import RowBuilder
 
 if TYPE_CHECKING:
     from understudy._store._sql import Executor
@@ -363,8 +364,11 @@ def _next_deadline_sql(live_due: str) -> str:
 """  # noqa: S608
 
 
+_build: Final = RowBuilder(SessionRow)
+
+
 def _row(data: dict[str, Any]) -> SessionRow:
     # The executor's dict is fresh for each row, so it is decoded in place.
     data["allowed_origins"] = json.loads(data["allowed_origins"])
     data["capacity_held"] = bool(data["capacity_held"])
-    return SessionRow(**data)
+    return _build(data)

@@ -17,7 +17,6 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 
 from understudy._problems import ProblemError, problem_response
@@ -26,8 +25,18 @@ from understudy.http._commands import run_command
 from understudy.http._parsing import MAX_BODY_BYTES, check_body, parse_session_id
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from litestar import Response
-    from litestar.types import ASGIApp, Message, Receive, Scope, Send
+    from litestar.types import (
+        ASGIApp,
+        HTTPResponseBodyEvent,
+        HTTPResponseStartEvent,
+        Message,
+        Receive,
+        Scope,
+        Send,
+    )
 
     from understudy._services import Services
 
@@ -54,16 +63,16 @@ class FastCommands:
             await self.app(scope, receive, send)
             return
         match = _PATH.fullmatch(scope["path"])
-        headers = Headers.from_scope(scope) if match is not None else None
-        length = _content_length(headers) if headers is not None else None
-        if match is None or headers is None or length is None or length > MAX_BODY_BYTES:
+        heads = _Heads(scope["headers"]) if match is not None else None
+        length = heads.content_length() if heads is not None else None
+        if match is None or heads is None or length is None or length > MAX_BODY_BYTES:
             await self.app(scope, receive, send)
             return
         services = self.services
         try:
-            who = authenticate_consumer(services, bearer_token(headers.getall("authorization", [])))
+            who = authenticate_consumer(services, bearer_token(heads.authorization))
             sid = parse_session_id(match.group(1))
-            body = check_body(await _body(receive), headers.get("content-type", ""))
+            body = check_body(await _body(receive), heads.content_type)
             response = await run_command(services, who, sid, body)
         except ProblemError as exc:
             response = problem_response(exc)
@@ -75,11 +84,31 @@ class FastCommands:
         await _respond(services, response, scope, receive, send)
 
 
-def _content_length(headers: Headers) -> int | None:
-    values = headers.getall("content-length", [])
-    if len(values) != 1 or not values[0].isdigit():
-        return None
-    return int(values[0])
+class _Heads:
+    """The three request headers the route reads, from the scope's raw list in one pass (as
+    Litestar's `Headers` reads them: every `authorization`, every `content-length`, the first
+    `content-type`), without building the multi-dict for the whole head."""
+
+    __slots__ = ("authorization", "content_type", "lengths")
+
+    def __init__(self, raw: Iterable[tuple[bytes, bytes]]) -> None:
+        self.authorization: list[str] = []
+        self.lengths: list[str] = []
+        self.content_type = ""
+        seen_type = False
+        for name, value in raw:
+            # The server hands names lower-cased (ASGI); values are latin-1 (RFC 9110 §5.5).
+            if name == b"authorization":
+                self.authorization.append(value.decode("latin-1"))
+            elif name == b"content-length":
+                self.lengths.append(value.decode("latin-1"))
+            elif name == b"content-type" and not seen_type:
+                self.content_type, seen_type = value.decode("latin-1"), True
+
+    def content_length(self) -> int | None:
+        if len(self.lengths) != 1 or not self.lengths[0].isdigit():
+            return None
+        return int(self.lengths[0])
 
 
 async def _body(receive: Receive) -> bytes:
@@ -97,6 +126,32 @@ async def _body(receive: Receive) -> bytes:
 async def _respond(
     services: Services, response: Response[Any], scope: Scope, receive: Receive, send: Send
 ) -> None:
+    content, status = response.content, response.status_code
+    plain = not response.cookies and response.background is None
+    if isinstance(content, bytes) and status is not None and plain:
+        # An answer already serialised (every outcome, `json_response`): the two messages the
+        # route's conversion would send, in its header order, without building its response.
+        headers = [
+            (name.lower().encode("latin-1"), value.encode("latin-1"))
+            for name, value in response.headers.items()
+        ]
+        headers.append((b"content-type", str(response.media_type).encode("latin-1")))
+        headers.append((b"content-length", str(len(content)).encode("latin-1")))
+        await services.db.durable()
+        start: HTTPResponseStartEvent = {
+            "type": "http.response.start",
+            "status": status,
+            "headers": headers,
+        }
+        await send(start)
+        body: HTTPResponseBodyEvent = {
+            "type": "http.response.body",
+            "body": content,
+            "more_body": False,
+        }
+        await send(body)
+        return
+
     async def send_when_durable(message: Message) -> None:
         if message["type"] == "http.response.start":
             await services.db.durable()

@@ -97,6 +97,8 @@ def _too_deep(text: str) -> bool:
     Counted on the text with strings blanked out, before parsing: the parsers recurse once per
     level, and a body of 256 KiB of `[` would otherwise end in a RecursionError (a 500).
     """
+    if len(text) <= 2 * MAX_JSON_DEPTH:
+        return False  # each level takes two characters: too short to nest that deep
     depth = 0
     for bracket in _BRACKETS.findall(_STRINGS.sub('""', text)):
         if bracket in "[{":

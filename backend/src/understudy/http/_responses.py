@@ -15,14 +15,13 @@ JSON = "application/json"
 
 
 def json_response(
-    model: WireModel, status: int, headers: dict[str, str] | None = None
+    model: WireModel | bytes, status: int, headers: dict[str, str] | None = None
 ) -> Response[Any]:
-    """`model` as `application/json` with `status` (and `headers`)."""
+    """`model` (or its JSON text already) as `application/json` with `status` (and `headers`)."""
     # Serialised by pydantic straight to bytes (Litestar sends bytes as they are), rather than
     # dumped to a dict for Litestar's encoder to walk again.
-    return Response(
-        model.to_wire_json().encode(), status_code=status, media_type=JSON, headers=headers or {}
-    )
+    body = model if isinstance(model, bytes) else model.to_wire_json().encode()
+    return Response(body, status_code=status, media_type=JSON, headers=headers or {})
 
 
 def optional_at(ts: float | None) -> Any:
