@@ -109,6 +109,11 @@ class SharedNode:
         self.sockets_taken_over = 0
 
     @property
+    def heartbeat_ok(self) -> bool:
+        """The last heartbeat reached the database."""
+        return self._storage.heartbeat_ok
+
+    @property
     def healthy(self) -> bool:
         return self.listening and self._storage.heartbeat_ok
 
