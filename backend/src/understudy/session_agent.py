@@ -826,6 +826,7 @@ class SessionAgent:
         released: list[int] = []
 
         def body(out: _Outbox, now: float) -> None:
+            released.clear()  # a turn may run again after a lost race: only its last run counts
             row = out.actor
             assert row is not None  # noqa: S101 - a turn on several nodes locks its row
             if row.sock_node is None or not self.repos.actors.release_socket(

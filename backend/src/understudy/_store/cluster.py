@@ -173,8 +173,12 @@ class SqlActors:
 
     def bump_outbox(self, key: str) -> int:
         """The next outbox sequence number of `key` (its row stays locked until commit)."""
+        # Another actor's row (a coordinator writing to a device's socket) is not waited for:
+        # its holder may be waiting for a row this transaction holds. The caller's turn runs
+        # again instead (`RetryableConflictError`).
         found = self._sql.one(
-            "UPDATE actors SET outbox_seq = outbox_seq + 1 WHERE actor_key = :key "
+            "UPDATE actors SET outbox_seq = outbox_seq + 1 WHERE actor_key = (SELECT actor_key "
+            f"FROM actors WHERE actor_key = :key{self._sql.dialect.lock_nowait}) "
             "RETURNING outbox_seq",
             {"key": key},
         )
