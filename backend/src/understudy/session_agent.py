@@ -125,7 +125,7 @@ class SessionAgent:
         )
         self._delivered_seq = 0  # the last outbox row of this key sent (or dropped) here
         self._remote_hello: tuple[int, m.SessionClientHello] | None = None  # parsed, by serial
-        self._changed = asyncio.Event()  # several nodes: another node changed the socket's row
+        self._changed = asyncio.Event()  # several nodes: the socket's row or an outcome changed
         self._conn: Connection | None = None
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
@@ -258,6 +258,8 @@ class SessionAgent:
             await self.send(frame)
         for command_id in out.wake:
             self._events.setdefault(command_id, asyncio.Event()).set()
+        if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
+            self._changed.set()
 
     # -- admission -----------------------------------------------------------------------------
 
