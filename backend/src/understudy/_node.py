@@ -30,19 +30,22 @@ import contextlib
 import hashlib
 import logging
 import threading
-from typing import TYPE_CHECKING, Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import psycopg
 
 from understudy._store._postgres import NODE_DEAD_AFTER_S
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from understudy._clock import Clock
     from understudy._store._ports import Repositories
     from understudy._store._postgres import PostgresStorage
     from understudy._store.cluster import ActorRef, OutboxRow
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 POLL_S: Final = 0.5  # outbox and timer poll, in case a notification was missed
 REAP_S: Final = 1.0  # looking for sockets of gone nodes
@@ -223,6 +226,8 @@ class SharedNode:
                 async with asyncio.timeout(POLL_S):
                     await self._drain_wanted.wait()
             self._drain_wanted.clear()
+            if not self._storage.heartbeat_ok:
+                continue  # the database does not answer: the heartbeat says when it does again
             try:
                 await self.drain()
                 await self.take_timers()
@@ -234,8 +239,9 @@ class SharedNode:
         host = self._host
         if host is None:
             return
-        with self._storage.read() as repos:
-            keys = repos.outbox.keys_for(self.node_id)
+        keys = await asyncio.to_thread(
+            self._read, lambda repos: repos.outbox.keys_for(self.node_id)
+        )
         for key in keys:
             await host.deliver_outbox(key)
 
@@ -244,8 +250,12 @@ class SharedNode:
         host = self._host
         if host is None:
             return
+        late = self._clock.now() - TAKE_MARGIN_S
+        # The usual answer is "nothing": a plain read, in a thread, no transaction.
+        if not await asyncio.to_thread(self._read, lambda repos: repos.actors.any_due(late)):
+            return
         with self._storage.transaction() as repos:
-            taken = repos.actors.take_due(self._clock.now() - TAKE_MARGIN_S, TAKE_HOLD_S)
+            taken = repos.actors.take_due(late, TAKE_HOLD_S)
         for ref in taken:
             self.timers_taken += 1
             try:
@@ -266,8 +276,7 @@ class SharedNode:
         host = self._host
         if host is None:
             return
-        with self._storage.read() as repos:
-            held = repos.actors.held_by(self.node_id)
+        held = await asyncio.to_thread(self._read, lambda repos: repos.actors.held_by(self.node_id))
         for ref, serial in held:
             await host.socket_lost(ref, serial)
 
@@ -276,11 +285,23 @@ class SharedNode:
         host = self._host
         if host is None or not self._storage.heartbeat_ok:
             return  # a node that cannot heartbeat may be the one cut off: it takes nothing
-        with self._storage.read() as repos:
-            lost = repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+        lost = await asyncio.to_thread(
+            self._read, lambda repos: repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+        )
         for ref, serial in lost:
             self.sockets_taken_over += 1
             await host.socket_lost(ref, serial)
+        self.outbox_dropped += await asyncio.to_thread(self._forget_gone)
+
+    # Periodic reads and clean-ups run in a thread: while PostgreSQL does not answer, a pooled
+    # connection is waited for up to the pool's timeout, and the event loop must not wait too.
+
+    def _read(self, read: Callable[[Repositories], T]) -> T:
+        with self._storage.read() as repos:
+            return read(repos)
+
+    def _forget_gone(self) -> int:
         with self._storage.transaction() as repos:
-            self.outbox_dropped += repos.outbox.drop_for_dead_nodes(NODE_DEAD_AFTER_S)
+            dropped = repos.outbox.drop_for_dead_nodes(NODE_DEAD_AFTER_S)
             repos.nodes.forget_stopped(3600.0)
+        return dropped

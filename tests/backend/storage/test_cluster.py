@@ -58,6 +58,9 @@ def test_due_rows_are_taken_once_and_held_while_their_turn_runs(storage: Storage
         for ident, due in (("s1", 100.0), ("s2", 300.0)):
             tx.actors.lock("session", "", ident)
             tx.actors.set_due(actor_key("session", "", ident), due)
+    with storage.read() as repos:
+        assert not repos.actors.any_due(99.0)
+        assert repos.actors.any_due(200.0)
     with storage.transaction() as tx:
         taken = tx.actors.take_due(200.0, hold_s=5.0)
     assert [(ref.kind, ref.ident) for ref in taken] == [("session", "s1")]

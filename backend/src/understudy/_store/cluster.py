@@ -123,6 +123,14 @@ class SqlActors:
             "UPDATE actors SET due_at = :due WHERE actor_key = :key", {"key": key, "due": due_at}
         )
 
+    def any_due(self, now: float) -> bool:
+        """Whether some actor is due by `now` (a plain read: no lock, no transaction needed)."""
+        found = self._sql.one(
+            "SELECT 1 AS due FROM actors WHERE due_at IS NOT NULL AND due_at <= :now LIMIT 1",
+            {"now": now},
+        )
+        return found is not None
+
     def take_due(self, now: float, hold_s: float, limit: int = 50) -> list[ActorRef]:
         """Take up to `limit` actors due by `now` whose rows no other transaction holds: their
         due time moves `hold_s` on (so no other node takes them meanwhile); the turn each gets
