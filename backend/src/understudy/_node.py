@@ -18,9 +18,10 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
   node keeps its local timer (exact), and every `POLL_S` takes rows due for `TAKE_MARGIN_S`
   already (`FOR UPDATE SKIP LOCKED`): those of a node that is gone, or of an actor whose last
   turn ran elsewhere. Turn bodies for deadlines are state-based, so a second firing does nothing.
-- **Losing a node.** Every `REAP_S`, each node looks for actors whose socket a gone node held and
-  runs, for each, the turn a disconnect runs (the row lock makes two nodes doing so harmless),
-  then drops the gone nodes' outbox rows.
+- **Losing a node.** Every `REAP_S`, each node whose own heartbeat has worked for
+  `NODE_DEAD_AFTER_S` looks for actors whose socket a gone node held and runs, for each, the turn a
+  disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
+  outbox rows.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import contextlib
 import hashlib
 import logging
 import threading
+import time
 from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import psycopg
@@ -103,6 +105,7 @@ class SharedNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_wanted = asyncio.Event()
         self.listening = False  # the LISTEN connection is up
+        self._healthy_since: float | None = None  # monotonic time the heartbeat last came back
         # Counters for `/metrics`.
         self.lock_busy = 0  # turns that found their actor's row held by another node
         self.outbox_written = 0
@@ -266,6 +269,17 @@ class SharedNode:
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(REAP_S)
+            now = time.monotonic()
+            if not self._storage.heartbeat_ok:
+                self._healthy_since = None
+                continue
+            if self._healthy_since is None:
+                self._healthy_since = now
+            # Only a node whose own heartbeat has worked for as long as others get to be taken
+            # for gone: after the database was away, every node's heartbeat is old for a moment,
+            # and nobody's sockets are taken over for that.
+            if now - self._healthy_since < NODE_DEAD_AFTER_S:
+                continue
             try:
                 await self.reap()
             except Exception:
