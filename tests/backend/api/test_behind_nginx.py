@@ -50,8 +50,7 @@ def runbook_nginx_block() -> str:
 def _pointed_at(block: str, upstream: str, port: int) -> str:
     block, servers = re.subn(r"(?m)^(\s*)server \S+;.*$", rf"\1server {upstream};", block)
     block, listens = re.subn(r"(?m)^(\s*)listen 80;$", rf"\1listen 127.0.0.1:{port};", block)
-    # Every node of the runbook's upstream points at this test's one node.
-    assert servers >= 1 and listens == 1, "the runbook's block lost its upstream or listen line"
+    assert (servers, listens) == (1, 1), "the runbook's block lost its upstream or listen line"
     return block
 
 
