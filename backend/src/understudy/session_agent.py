@@ -75,6 +75,13 @@ SERVER_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFr
 _SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
 _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
 
+
+def _carries_secret(frame: m.SessionServerFrame) -> bool:
+    """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
+    memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
+    return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
+
+
 _S = CommandState
 
 
@@ -902,12 +909,6 @@ class SessionAgent:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(CLOSE_SHUTDOWN, "server shutting down")
-
-
-def _carries_secret(frame: m.SessionServerFrame) -> bool:
-    """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
-    memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
-    return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
 
 
 def _due(row: CommandRow) -> float:
