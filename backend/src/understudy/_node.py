@@ -21,7 +21,8 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
 - **Losing a node.** Every `REAP_S`, each node whose own heartbeat has worked for
   `NODE_DEAD_AFTER_S` looks for actors whose socket a gone node held and runs, for each, the turn a
   disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
-  outbox rows.
+  outbox rows. A node never counts itself among the gone, however late its own heartbeat: it is
+  running, and its sockets are open.
 """
 
 from __future__ import annotations
@@ -300,7 +301,10 @@ class SharedNode:
         if host is None or not self._storage.heartbeat_ok:
             return  # a node that cannot heartbeat may be the one cut off: it takes nothing
         lost = await asyncio.to_thread(
-            self._read, lambda repos: repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+            self._read,
+            lambda repos: repos.actors.sockets_of_dead_nodes(
+                NODE_DEAD_AFTER_S, asking=self.node_id
+            ),
         )
         for ref, serial in lost:
             self.sockets_taken_over += 1

@@ -206,15 +206,19 @@ class SqlActors:
             for r in rows
         ]
 
-    def sockets_of_dead_nodes(self, dead_after_s: float) -> list[tuple[ActorRef, int]]:
-        """Actors whose socket is held by a node that stopped heartbeating (or stopped)."""
+    def sockets_of_dead_nodes(
+        self, dead_after_s: float, *, asking: str
+    ) -> list[tuple[ActorRef, int]]:
+        """Actors whose socket is held by a node that stopped heartbeating (or stopped), other
+        than `asking`: a node late with its own heartbeat is alive, and its sockets are open."""
         sql = self._sql
         rows = sql.rows(
             "SELECT a.actor_key, a.kind, a.tenant, a.ident, a.sock_serial FROM actors AS a "
-            "WHERE a.sock_node IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nodes AS n "
+            "WHERE a.sock_node IS NOT NULL AND a.sock_node <> :asking "
+            "AND NOT EXISTS (SELECT 1 FROM nodes AS n "
             "WHERE n.node_id = a.sock_node AND n.stopped_at IS NULL "
             f"AND n.heartbeat_at >= {sql.dialect.epoch_now} - :dead)",
-            {"dead": dead_after_s},
+            {"dead": dead_after_s, "asking": asking},
         )
         return [
             (ActorRef(r["actor_key"], r["kind"], r["tenant"], r["ident"]), int(r["sock_serial"]))
