@@ -23,6 +23,12 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
   disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
   outbox rows. A node never counts itself among the gone, however late its own heartbeat: it is
   running, and its sockets are open.
+- **Coming back.** A node that was taken for gone while it still ran (paused, starved or cut off
+  past `NODE_DEAD_AFTER_S`) learns it from its next heartbeat (its previous one was older than
+  `LATE_HEARTBEAT_S`, or its row was stopped or forgotten; it registers again). For
+  `AUTHORITY_CHECK_S` after that, every poll compares its open sockets with their actors' rows
+  and closes each socket the row no longer names (`CLOSE_SUPERSEDED`): the extension reconnects
+  with a fresh ticket and its hello settles the journal, as after any reconnect.
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ REAP_S: Final = 1.0  # looking for sockets of gone nodes
 TAKE_MARGIN_S: Final = 1.0  # a due row is taken by any node once it is this late
 TAKE_HOLD_S: Final = 5.0  # a taken row is left alone this long while its turn runs
 LISTEN_RETRY_S: Final = 1.0
+# After a late heartbeat, this long of checking this node's sockets against their rows: the
+# other nodes' takeover turns may trail their decision by a few seconds on a loaded machine.
+AUTHORITY_CHECK_S: Final = 2 * NODE_DEAD_AFTER_S
 
 
 class NodeHost(Protocol):
@@ -74,6 +83,15 @@ class NodeHost(Protocol):
 
     async def socket_lost(self, ref: ActorRef, serial: int) -> None:
         """The socket `serial` of the actor was held by a gone node: run its disconnect turn."""
+        ...
+
+    def open_sockets(self) -> dict[str, int]:
+        """This node's open authoritative sockets: actor key → socket serial."""
+        ...
+
+    async def taken_over(self, key: str, serial: int) -> bool:
+        """Close this node's socket `serial` of `key`, which another node took over (no turn:
+        the other node ran the disconnect); False when it is no longer open here."""
         ...
 
 
@@ -107,6 +125,8 @@ class SharedNode:
         self._drain_wanted = asyncio.Event()
         self.listening = False  # the LISTEN connection is up
         self._healthy_since: float | None = None  # monotonic time the heartbeat last came back
+        self._late_seen = storage.late_heartbeats
+        self._check_until = 0.0  # monotonic time the checks after a late heartbeat end
         # Counters for `/metrics`.
         self.lock_busy = 0  # turns that found their actor's row held by another node
         self.outbox_written = 0
@@ -114,11 +134,17 @@ class SharedNode:
         self.outbox_dropped = 0
         self.timers_taken = 0
         self.sockets_taken_over = 0
+        self.sockets_closed_taken = 0  # this node's sockets closed because another took them
 
     @property
     def heartbeat_ok(self) -> bool:
         """The last heartbeat reached the database."""
         return self._storage.heartbeat_ok
+
+    @property
+    def late_heartbeats(self) -> int:
+        """Heartbeats that found this node's previous one late, or its row stopped or gone."""
+        return self._storage.late_heartbeats
 
     @property
     def healthy(self) -> bool:
@@ -233,10 +259,62 @@ class SharedNode:
             if not self._storage.heartbeat_ok:
                 continue  # the database does not answer: the heartbeat says when it does again
             try:
+                await self._check_if_late()
                 await self.drain()
                 await self.take_timers()
             except Exception:  # the next poll retries; a failure must not end the loop
                 log.exception("node %s: the outbox or timer poll failed", self.node_id)
+
+    async def _check_if_late(self) -> None:
+        late = self._storage.late_heartbeats
+        now = time.monotonic()
+        if late != self._late_seen:
+            self._late_seen = late
+            self._check_until = now + AUTHORITY_CHECK_S
+        if now < self._check_until:
+            await self.check_authority()
+
+    async def check_authority(self) -> int:
+        """Close this node's sockets whose actor row names another socket now (another node
+        took them over while this one was taken for gone); how many were closed."""
+        host = self._host
+        if host is None:
+            return 0
+        opened = host.open_sockets()
+        if not opened:
+            return 0
+        held = dict(
+            (ref.key, serial)
+            for ref, serial in await asyncio.to_thread(
+                self._read, lambda repos: repos.actors.held_by(self.node_id)
+            )
+        )
+        doubtful = [key for key, serial in opened.items() if held.get(key) != serial]
+        if not doubtful:
+            return 0
+        rows = await asyncio.to_thread(
+            self._read, lambda repos: {key: repos.actors.get(key) for key in doubtful}
+        )
+        closed = 0
+        for key in doubtful:
+            serial, row = opened[key], rows[key]
+            # A serial only grows: a row behind this node's socket was read before that socket
+            # was claimed, and says nothing about it.
+            if row is None or row.sock_serial < serial:
+                continue
+            if (
+                row.sock_serial > serial or row.sock_node != self.node_id
+            ) and await host.taken_over(key, serial):
+                closed += 1
+        if closed:
+            self.sockets_closed_taken += closed
+            log.warning(
+                "node %s: closed %d sockets other nodes took over while this node was taken "
+                "for gone; their devices reconnect",
+                self.node_id,
+                closed,
+            )
+        return closed
 
     async def drain(self) -> None:
         """Deliver every outbox row waiting for this node."""

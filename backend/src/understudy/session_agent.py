@@ -74,6 +74,7 @@ CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFr
 SERVER_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
 _SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
 _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
+_TAKEN_OVER = (CLOSE_SUPERSEDED, "another node took this socket over; reconnect")
 
 
 def _carries_secret(frame: m.SessionServerFrame) -> bool:
@@ -889,6 +890,15 @@ class SessionAgent:
     async def socket_lost_elsewhere(self, serial: int) -> None:
         """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
         await self._turns.run(lambda out, now: self._lost_if_current(out, now, serial))
+
+    def open_serial(self) -> int | None:
+        """The serial of this node's open socket, or None."""
+        return self._serial if self._conn is not None else None
+
+    async def taken_over(self, serial: int) -> bool:
+        """Another node ran the disconnect of this node's socket `serial` (it took this node for
+        gone): close it so the extension reconnects; False when it was no longer open."""
+        return await self._drop_local(serial, _TAKEN_OVER) is not None
 
     def _lost_if_current(self, out: _Outbox, now: float, serial: int) -> None:
         """Several nodes: socket `serial` is gone; if the row still names it, the session has no

@@ -112,6 +112,21 @@ def test_outbox_rows_and_sockets_of_gone_nodes_are_found_and_dropped(storage: St
         assert tx.outbox.keys_for("alive") == [key]
 
 
+def test_a_heartbeat_says_how_old_the_previous_one_was_and_none_once_stopped(
+    storage: Storage,
+) -> None:
+    with storage.transaction() as tx:
+        tx.nodes.register("node-a")
+    with storage.transaction() as tx:
+        age = tx.nodes.heartbeat("node-a")
+        assert age is not None and 0 <= age < 5
+        assert tx.nodes.heartbeat("never-registered") is None
+        tx.nodes.stopped("node-a")
+    with storage.transaction() as tx:
+        assert tx.nodes.heartbeat("node-a") is None  # taken for gone: it registers again
+        assert tx.nodes.alive(5.0) == []
+
+
 def test_a_row_another_transaction_holds_is_not_waited_for(engine: Engine) -> None:
     if engine.name != "postgresql":
         pytest.skip("SQLite has one writer: a transaction holds every row it reads")

@@ -330,14 +330,21 @@ class SqlNodes:
             {"node": node},
         )
 
-    def heartbeat(self, node: str) -> bool:
-        """Record that `node` is alive; False when its row is gone or marked stopped."""
-        changed = self._sql.run(
-            f"UPDATE nodes SET heartbeat_at = {self._sql.dialect.epoch_now} "
+    def heartbeat(self, node: str) -> float | None:
+        """Record that `node` is alive: how old its previous heartbeat was, in seconds on the
+        server's clock (what other nodes judged it by), or None when its row is gone or marked
+        stopped (nothing is written then: the caller registers again)."""
+        sql = self._sql
+        now = sql.dialect.epoch_now
+        found = sql.one(
+            f"SELECT {now} - heartbeat_at AS age FROM nodes "
             "WHERE node_id = :node AND stopped_at IS NULL",
             {"node": node},
         )
-        return changed > 0
+        if found is None:
+            return None
+        sql.run(f"UPDATE nodes SET heartbeat_at = {now} WHERE node_id = :node", {"node": node})
+        return float(found["age"])
 
     def stopped(self, node: str) -> None:
         self._sql.run(
