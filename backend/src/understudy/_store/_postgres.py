@@ -220,6 +220,10 @@ class PostgresStorage:
         # Heartbeats that found this node's row late, stopped or gone: other nodes may have taken
         # its sockets over meanwhile (`SharedNode` then checks them against their rows).
         self.late_heartbeats = 0
+        # The heartbeat's own connection, outside the pool: turns and polls that keep every pooled
+        # connection busy (a loaded node) must not make the node look gone.
+        self._beat_conn: Connection | None = None
+        self._beat_lock = threading.Lock()
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -350,19 +354,19 @@ class PostgresStorage:
     def keep_claim(self) -> None:
         """Heartbeat this node once a second (`nodes.heartbeat_at`, on the server's clock).
 
-        While PostgreSQL is unreachable the heartbeat fails (readiness and `/metrics` report
-        it, and other nodes take this one's sockets over once it is older than a few seconds);
-        once it is back, the node row is written again.
+        It runs on a connection of its own, outside the pool, so a node whose turns and polls
+        keep every pooled connection busy still heartbeats. While PostgreSQL is unreachable the
+        heartbeat fails (readiness and `/metrics` report it, and other nodes take this one's
+        sockets over once it is older than `NODE_DEAD_AFTER_S`); once it is back, the node row
+        is written again. A heartbeat that finds the previous one older than `LATE_HEARTBEAT_S`,
+        or the row stopped or forgotten, counts it in `late_heartbeats` and logs it: the node
+        then closes the sockets other nodes took over meanwhile (`_node.SharedNode`).
         """
         if not self._claimed:
             return
         try:
-            with self.transaction() as repos:
-                age = repos.nodes.heartbeat(self.node_id)
-                if age is None:
-                    # The first heartbeat registers; a later one finds the row stopped or gone
-                    # only when this node was taken for gone (and forgotten): it comes back.
-                    repos.nodes.register(self.node_id)
+            with self._beat_lock:
+                age = self._beat()
         except (psycopg.Error, PoolTimeout):
             if self.heartbeat_ok:
                 log.warning("node %s: the heartbeat failed", self.node_id, exc_info=True)
@@ -388,6 +392,32 @@ class PostgresStorage:
             )
         self._registered = True
 
+    def _beat(self) -> float | None:
+        """One heartbeat on the heartbeat's own connection (opened again after a failure)."""
+        conn = self._beat_conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._beat_conn = psycopg.connect(
+                self._url, autocommit=True, row_factory=dict_row, connect_timeout=5
+            )
+            _configure(conn)
+        current = self._current
+        outer, current.conn = current.conn, conn
+        try:
+            with self.transaction() as repos:
+                age = repos.nodes.heartbeat(self.node_id)
+                if age is None:
+                    # The first heartbeat registers; a later one finds the row stopped or gone
+                    # only when this node was taken for gone (and forgotten): it comes back.
+                    repos.nodes.register(self.node_id)
+            return age
+        except psycopg.Error:
+            self._beat_conn = None
+            with suppress(psycopg.Error):
+                conn.close()
+            raise
+        finally:
+            current.conn = outer
+
     def service_holder(self) -> str | None:
         """The live nodes on this database (`nodes a, b`), or None when none heartbeats."""
         with self.read() as repos:
@@ -400,6 +430,11 @@ class PostgresStorage:
             # Other nodes take this node's sockets over at once, not a heartbeat timeout later.
             with suppress(psycopg.Error, PoolTimeout), self.transaction() as repos:
                 repos.nodes.stopped(self.node_id)
+        with self._beat_lock:
+            if self._beat_conn is not None:
+                with suppress(psycopg.Error):
+                    self._beat_conn.close()
+                self._beat_conn = None
         self._pool.close()
 
 
