@@ -81,8 +81,11 @@ class NodeHost(Protocol):
         """Run the actor's timer turn (making the actor if needed)."""
         ...
 
-    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
-        """The socket `serial` of the actor was held by a gone node: run its disconnect turn."""
+    async def socket_lost(
+        self, ref: ActorRef, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """The socket `serial` of the actor was held by a gone node: run its disconnect turn
+        (with `dead_after_s`, only if that node's heartbeat is still that old when it runs)."""
         ...
 
     def open_sockets(self) -> dict[str, int]:
@@ -386,7 +389,9 @@ class SharedNode:
         )
         for ref, serial in lost:
             self.sockets_taken_over += 1
-            await host.socket_lost(ref, serial)
+            # Decided on a read that may be seconds old by the time the turn runs: the turn
+            # releases the socket only if its node is still gone then.
+            await host.socket_lost(ref, serial, dead_after_s=NODE_DEAD_AFTER_S)
         self.outbox_dropped += await asyncio.to_thread(self._forget_gone)
 
     # Periodic reads and clean-ups run in a thread: while PostgreSQL does not answer, a pooled

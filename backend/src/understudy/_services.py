@@ -207,11 +207,15 @@ class Services:
             with self.storage.transaction() as repos:
                 repos.actors.set_due(ref.key, None)
 
-    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
+    async def socket_lost(
+        self, ref: ActorRef, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
         if ref.kind == "session":
-            await self.session_agent(ref.ident).socket_lost_elsewhere(serial)
+            agent = self.session_agent(ref.ident)
+            await agent.socket_lost_elsewhere(serial, dead_after_s=dead_after_s)
         elif ref.kind == "device":
-            await self.device_agent(ref.tenant, ref.ident).socket_lost_elsewhere(serial)
+            device = self.device_agent(ref.tenant, ref.ident)
+            await device.socket_lost_elsewhere(serial, dead_after_s=dead_after_s)
 
     def open_sockets(self) -> dict[str, int]:
         opened: dict[str, int] = {}

@@ -356,15 +356,21 @@ class DeviceAgent:
             await self._release(serial)
         await self._coordinator.device_disconnected(self.device_id)
 
-    async def _release(self, serial: int) -> bool:
-        """The row forgets socket `serial` (False: a newer socket holds it already)."""
+    async def _release(self, serial: int, dead_after_s: float | None = None) -> bool:
+        """The row forgets socket `serial` (False: a newer socket holds it already, or, with
+        `dead_after_s`, the node holding it is no longer gone)."""
         return await self._turns.run(
-            lambda out, now: self.repos.actors.release_socket(self.key, serial)
+            lambda out, now: self.repos.actors.release_socket(
+                self.key, serial, dead_after_s=dead_after_s
+            )
         )
 
-    async def socket_lost_elsewhere(self, serial: int) -> None:
-        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
-        if await self._release(serial):
+    async def socket_lost_elsewhere(
+        self, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran (with
+        `dead_after_s`, only while that node's heartbeat is still that old)."""
+        if await self._release(serial, dead_after_s):
             self._telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
             await self._coordinator.device_disconnected(self.device_id)
 

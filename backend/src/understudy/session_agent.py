@@ -887,9 +887,14 @@ class SessionAgent:
                 await conn.close(*close)
         return conn
 
-    async def socket_lost_elsewhere(self, serial: int) -> None:
-        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
-        await self._turns.run(lambda out, now: self._lost_if_current(out, now, serial))
+    async def socket_lost_elsewhere(
+        self, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran (with
+        `dead_after_s`, only while that node's heartbeat is still that old)."""
+        await self._turns.run(
+            lambda out, now: self._lost_if_current(out, now, serial, dead_after_s=dead_after_s)
+        )
 
     def open_serial(self) -> int | None:
         """The serial of this node's open socket, or None."""
@@ -900,10 +905,12 @@ class SessionAgent:
         gone): close it so the extension reconnects; False when it was no longer open."""
         return await self._drop_local(serial, _TAKEN_OVER) is not None
 
-    def _lost_if_current(self, out: _Outbox, now: float, serial: int) -> None:
+    def _lost_if_current(
+        self, out: _Outbox, now: float, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
         """Several nodes: socket `serial` is gone; if the row still names it, the session has no
         socket now (else a newer socket superseded it, and its hello settles the journal)."""
-        if not self.repos.actors.release_socket(self.key, serial):
+        if not self.repos.actors.release_socket(self.key, serial, dead_after_s=dead_after_s):
             return
         if out.actor is not None:
             out.actor = replace(out.actor, sock_node=None)

@@ -112,6 +112,22 @@ def test_outbox_rows_and_sockets_of_gone_nodes_are_found_and_dropped(storage: St
         assert tx.outbox.keys_for("alive") == [key]
 
 
+def test_a_takeover_releases_a_socket_only_while_its_node_is_still_gone(storage: Storage) -> None:
+    key = actor_key("device", "acme", "d1")
+    with storage.transaction() as tx:
+        tx.nodes.register("back")
+        tx.actors.lock("device", "acme", "d1")
+        serial = tx.actors.claim_socket(key, "back", "be1", None)
+    with storage.transaction() as tx:
+        # Taken for gone by an earlier read; it heartbeated since: its socket stays.
+        assert not tx.actors.release_socket(key, serial, dead_after_s=5.0)
+        tx.nodes.stopped("back")
+    with storage.transaction() as tx:
+        assert tx.actors.release_socket(key, serial, dead_after_s=5.0)
+        row = tx.actors.get(key)
+    assert row is not None and row.sock_node is None
+
+
 def test_a_heartbeat_says_how_old_the_previous_one_was_and_none_once_stopped(
     storage: Storage,
 ) -> None:

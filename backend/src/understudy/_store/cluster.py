@@ -170,12 +170,25 @@ class SqlActors:
             {"key": key, "serial": serial, "hello": hello},
         )
 
-    def release_socket(self, key: str, serial: int) -> bool:
-        """The socket `serial` is gone; False when a newer one holds the actor already."""
-        changed = self._sql.run(
+    def release_socket(self, key: str, serial: int, *, dead_after_s: float | None = None) -> bool:
+        """The socket `serial` is gone; False when a newer one holds the actor already.
+
+        With `dead_after_s`, only while the node holding it is still gone (a takeover decided
+        by an earlier read, whose node heartbeated again meanwhile, keeps the socket).
+        """
+        sql = self._sql
+        gone = ""
+        params: dict[str, Any] = {"key": key, "serial": serial}
+        if dead_after_s is not None:
+            gone = (
+                " AND NOT EXISTS (SELECT 1 FROM nodes AS n WHERE n.node_id = actors.sock_node "
+                f"AND n.stopped_at IS NULL AND n.heartbeat_at >= {sql.dialect.epoch_now} - :dead)"
+            )
+            params["dead"] = dead_after_s
+        changed = sql.run(
             "UPDATE actors SET sock_node = NULL, hello = NULL "
-            "WHERE actor_key = :key AND sock_serial = :serial AND sock_node IS NOT NULL",
-            {"key": key, "serial": serial},
+            f"WHERE actor_key = :key AND sock_serial = :serial AND sock_node IS NOT NULL{gone}",
+            params,
         )
         return changed > 0
 
