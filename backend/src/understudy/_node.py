@@ -3,8 +3,9 @@
 PostgreSQL is the source of truth and the lock manager; nothing here votes or elects:
 
 - **Registry.** The node's row in `nodes` is written at start-up and heartbeated once a second
-  (`ClaimWatch` → `PostgresStorage.keep_claim`, on the server's clock). A node whose heartbeat is
-  older than `NODE_DEAD_AFTER_S`, or that stopped, is gone.
+  (`ClaimWatch` → `PostgresStorage.keep_claim`, on the server's clock, on a connection of its own
+  so a busy pool does not delay it). A node whose heartbeat is older than `NODE_DEAD_AFTER_S`, or
+  that stopped, is gone.
 - **Delivery.** A turn that decides frames for a socket another node holds writes them as outbox
   rows in its own transaction and notifies `o:<node>` on this deployment's channel (delivered on
   commit). Each node LISTENs on one connection of its own, in a thread that hands notifications
@@ -20,9 +21,10 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
   turn ran elsewhere. Turn bodies for deadlines are state-based, so a second firing does nothing.
 - **Losing a node.** Every `REAP_S`, each node whose own heartbeat has worked for
   `NODE_DEAD_AFTER_S` looks for actors whose socket a gone node held and runs, for each, the turn a
-  disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
-  outbox rows. A node never counts itself among the gone, however late its own heartbeat: it is
-  running, and its sockets are open.
+  disconnect runs (the row lock makes two nodes doing so harmless; the turn releases the socket
+  only if its node is still gone by then), then drops the gone nodes' outbox rows. A node never
+  counts itself among the gone, however late its own heartbeat: it is running, and its sockets
+  are open.
 - **Coming back.** A node that was taken for gone while it still ran (paused, starved or cut off
   past `NODE_DEAD_AFTER_S`) learns it from its next heartbeat (its previous one was older than
   `LATE_HEARTBEAT_S`, or its row was stopped or forgotten; it registers again). For
