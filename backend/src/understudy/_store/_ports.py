@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from understudy._store._sql import Dialect
     from understudy._store.close_requests import CloseRequest
+    from understudy._store.cluster import SqlActors, SqlNodes, SqlOutbox
     from understudy._store.commands import (
         CommandOutcome,
         CommandRow,
@@ -465,6 +466,13 @@ class Repositories(Protocol):
     def dialogs(self) -> SeenRecordRepository: ...
     @property
     def blocked(self) -> SeenRecordRepository: ...
+    # The rows of several nodes (`cluster.py`): one portable implementation serves every engine.
+    @property
+    def actors(self) -> SqlActors: ...
+    @property
+    def outbox(self) -> SqlOutbox: ...
+    @property
+    def nodes(self) -> SqlNodes: ...
 
 
 class Storage(Protocol):
