@@ -24,6 +24,7 @@ class Figures:
     executions: int = 0  # real side effects the simulated devices counted
     outcomes: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)  # other counts worth reporting
+    durations: dict[str, list[float]] = field(default_factory=dict)  # seconds, by what
 
     def run(
         self,
@@ -43,6 +44,10 @@ class Figures:
     def note(self, what: str, count: int) -> None:
         self.notes[what] += count
 
+    def took(self, what: str, seconds: float) -> None:
+        """Record how long something took (a recovery after a node was lost)."""
+        self.durations.setdefault(what, []).append(seconds)
+
     def lines(self) -> list[str]:
         outcomes = ", ".join(f"{label}: {n}" for label, n in sorted(self.outcomes.items()))
         points: dict[str, list[str]] = {}
@@ -58,6 +63,11 @@ class Figures:
             f"commands settled: {self.commands}; executions counted: {self.executions}",
             f"outcomes by status: {outcomes}",
             *(f"{what}: {n}" for what, n in sorted(self.notes.items())),
+            *(
+                f"{what}: {len(times)} times, max {max(times):.2f} s, "
+                f"median {sorted(times)[len(times) // 2]:.2f} s"
+                for what, times in sorted(self.durations.items())
+            ),
         ]
 
 
