@@ -33,9 +33,10 @@ NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 START_TIMEOUT_S = 10.0
 
 
-def runbook_nginx_block(label: str) -> str:
-    """The runbook's fenced block opened with ```` ```nginx {label} ````."""
-    fence = re.escape(f"```nginx {label}")
+def runbook_nginx_block(label: str = "") -> str:
+    """The runbook's fenced block opened with ```` ```nginx {label} ```` (```` ```nginx ````
+    alone when `label` is empty)."""
+    fence = re.escape(f"```nginx {label}".rstrip())
     blocks: list[str] = re.findall(rf"{fence}\n(.*?)```", RUNBOOK.read_text(), flags=re.DOTALL)
     assert len(blocks) == 1, f"the runbook has exactly one `nginx {label}` block"
     return blocks[0]

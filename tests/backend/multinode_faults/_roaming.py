@@ -142,16 +142,7 @@ class RoamingDevice(SimulatedDevice):
             if lease.session_socket is not None or self.leases.get(lease.lease_id) is not lease:
                 return  # a session ticket came meanwhile (the device socket's hello asked)
             try:
-                await self.send_frame(
-                    m.DeviceClientTicketRequest.model_validate(
-                        {
-                            "type": "ticket_request",
-                            "sessionId": lease.session_id,
-                            "leaseId": lease.lease_id,
-                            "leaseEpoch": lease.lease_epoch,
-                        }
-                    )
-                )
+                await self.request_ticket(lease)
             except (websockets.ConnectionClosed, AttributeError):
                 pass  # the device socket is down too: its reconnect brings the ticket
             await asyncio.sleep(1.0)  # a ticket round trip, then ask again if none came
