@@ -3,7 +3,8 @@ when the node under one of its sockets dies.
 
 Placement: ticket replies carry socket URLs of the balancer; `device_node` / `session_node`
 (a node's `host:port`) send the next device socket / session sockets to that node instead, so a
-test knows which node holds what. A placement holds until its socket is lost.
+test knows which node holds what. A placement holds until its socket is lost; then sockets go
+to `fallback_node`, or where the ticket sends them (the balancer).
 
 Reconnecting (`roam`, on by default): when the device socket closes without this side closing
 it, the device takes a new ticket through the balancer and reconnects there (its hello lists
@@ -44,10 +45,12 @@ class RoamingDevice(SimulatedDevice):
         *,
         device_node: str | None = None,
         session_node: str | None = None,
+        fallback_node: str | None = None,
     ) -> None:
         super().__init__(base_url, credential)
         self.device_node = device_node
         self.session_node = session_node
+        self.fallback_node = fallback_node  # where sockets go once lost (None: the balancer)
         self.roam = True
         self.placements: list[tuple[str, str]] = []  # ("device" | session id, host:port)
         self.lost_at: dict[str, float] = {}  # "device" | session id -> when its socket closed
@@ -81,7 +84,7 @@ class RoamingDevice(SimulatedDevice):
         if self._leaving:
             return
         self._lost("device")
-        self.device_node = None  # that node may be gone: the next socket goes where it is sent
+        self.device_node = self.fallback_node  # that node may be gone
         if self.roam:
             self._spawn(self._reconnect())
 
@@ -95,7 +98,7 @@ class RoamingDevice(SimulatedDevice):
             return
         lease.session_socket = None
         self._lost(lease.session_id, lease)
-        self.session_node = None
+        self.session_node = self.fallback_node
         if self.roam:
             self._spawn(self._reopen(lease))
 

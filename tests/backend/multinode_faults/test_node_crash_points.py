@@ -104,6 +104,69 @@ async def test_a_node_killed_after_a_write_step_leaves_the_write_run_at_most_onc
     assert leaks(PLAINTEXT, [*logs, *telemetry]) == []
 
 
+@pytest.mark.parametrize("step", ["preparing", "granted", "result"])
+async def test_the_node_that_commits_a_write_step_across_nodes_is_killed_and_the_write_runs_once(
+    multinode_template: Template, pg_cluster: PgCluster, tmp_path: Path, step: str
+) -> None:
+    """The write crosses nodes: admitted on node 0, its frames through the sockets on node 1,
+    both started with the crash point. Whichever commits the step dies (the other has nothing
+    more of this write to commit); the caller and the device go on with node 2."""
+    credentials = multinode_template.credentials
+    caller: asyncio.Task[Answer] | None = None
+    async with three_nodes(
+        multinode_template, pg_cluster, tmp_path, crash_after={0: step, 1: step}
+    ) as nodes:
+        device = RoamingDevice(
+            nodes.url,
+            credentials.devices["sim-4"],
+            device_node=f"127.0.0.1:{nodes[1].port}",
+            session_node=f"127.0.0.1:{nodes[1].port}",
+            fallback_node=f"127.0.0.1:{nodes[2].port}",
+        )
+        try:
+            async with nodes.client(0) as direct, nodes.client(2) as clean:
+                await device.connect()
+                session_id, lease = await open_session(direct, device)
+                body = write("fill_secret")
+                command_id = body["commandId"]
+                caller = asyncio.create_task(
+                    drive(direct, session_id, body, budget_s=60, fallbacks=[clean])
+                )
+                exits = {asyncio.create_task(nodes[i].exited(within=30)): i for i in (0, 1)}
+                done, pending = await asyncio.wait(exits, return_when=asyncio.FIRST_COMPLETED)
+                for task in pending:
+                    task.cancel()
+                [first] = done
+                died = exits[first]
+                assert first.result() == -signal.SIGKILL, nodes.logs()
+                killed_at = time.monotonic()
+                final = await caller
+                settled_s = time.monotonic() - killed_at
+                await device.wait_for(lambda: command_id not in lease.journal, within=30)
+                durable = await _durable(nodes, 2, session_id, command_id)
+        finally:
+            if caller is not None:
+                caller.cancel()
+            await device.stop()
+
+    FIGURES.run(
+        "node-sigkill-across-nodes",
+        f"{step}/{'admitting' if died == 0 else 'socket'}-node",
+        [final],
+        device.executions,
+    )
+    FIGURES.took("caller settled after the kill", settled_s)
+    check_final(final, device.executions)
+    assert (final.label, device.executions.get(command_id, 0)) == EXPECTED[step, "same"]
+    assert durable == (final.status, final.body)
+    assert device.secrets_seen == [PLAINTEXT] * device.executions.get(command_id, 0)
+    if died == 1:  # the sockets' node: they came back on node 2 within the grace
+        for what in ("device", session_id):
+            took = device.recovery_s(what)
+            assert took is not None and took < RECOVERY_GRACE_MS / 1000, (what, took)
+            assert device.where(what) == f"127.0.0.1:{nodes[2].port}", device.placements
+
+
 async def _durable(
     nodes: Deployment, node: int, session_id: str, command_id: str
 ) -> tuple[int, Any]:
