@@ -36,7 +36,7 @@ def open_database(settings: Settings) -> Database:
     if settings.database_url is not None:
         from understudy._store._postgres import PostgresDatabase
 
-        return PostgresDatabase(settings.database_url)
+        return PostgresDatabase(settings.database_url, node_id=settings.node_id)
     settings.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = settings.data_dir / DB_FILE
     db = Database(
@@ -64,7 +64,6 @@ def build_services(settings: Settings, clock: Clock | None = None) -> Services:
 
     Raises:
         DataDirInUseError: another service holds the data directory.
-        StorageInUseError: another service holds the PostgreSQL database.
         StorageUnavailableError: PostgreSQL cannot be reached.
         SchemaTooNewError: the database was migrated by a newer binary.
         ConfigError: the master key file is unusable.

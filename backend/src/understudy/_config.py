@@ -146,6 +146,8 @@ class Settings:
     sqlite_group_commit: bool = True
     # PostgreSQL instead of the SQLite file in data_dir; may hold a password, so not in repr.
     database_url: str | None = field(default=None, repr=False)
+    # This process's name among the nodes on one PostgreSQL database; generated when unset.
+    node_id: str | None = None
     allowed_socket_origins: frozenset[str] = (
         frozenset({f"chrome-extension://{EXTENSION_ID}"}) if EXTENSION_ID else frozenset()
     )
@@ -401,6 +403,18 @@ def _connection_limits(value: object, name: str) -> ConnectionLimits:
     return ConnectionLimits(**chosen)  # type: ignore[arg-type]
 
 
+def _node_id(value: object, name: str) -> str | None:
+    text = _text(value, name).strip()
+    if not text:
+        return None
+    if len(text) > 64 or not all(c.isalnum() or c in "-_." for c in text):
+        raise ConfigError(
+            f"{name}: give up to 64 letters, digits, '-', '_' or '.' (a host name works), "
+            "or leave it unset for a generated one"
+        )
+    return text
+
+
 def _optional_path(value: object, name: str) -> Path | None:
     return None if isinstance(value, str) and not value.strip() else _path(value, name)
 
@@ -449,6 +463,7 @@ class _Layers(BaseSettings):
     database_url: Annotated[Any, _Parse(_database_url)] = Field(
         None, validation_alias="UNDERSTUDY_DATABASE_URL"
     )
+    node_id: Annotated[Any, _Parse(_node_id)] = Field(None, validation_alias="UNDERSTUDY_NODE_ID")
     allowed_socket_origins: Annotated[Any, _Parse(_socket_origins)] = Field(
         None, validation_alias="UNDERSTUDY_ALLOWED_SOCKET_ORIGINS"
     )

@@ -43,6 +43,7 @@ from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from understudy._node import SharedNode
     from understudy._store import Database
 
 # Text exposition 0.0.4: what generate_latest writes and every Prometheus version scrapes.
@@ -102,7 +103,7 @@ class _StateCollector:
 class Metrics:
     """The Prometheus registry of one serving process."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, node: SharedNode | None = None) -> None:
         self.registry = registry = CollectorRegistry()
         self._events = Counter(
             "understudy_events",
@@ -144,6 +145,8 @@ class Metrics:
         PlatformCollector(registry=registry)
         GCCollector(registry=registry)
         registry.register(_StateCollector(db))
+        if node is not None:
+            registry.register(_NodeCollector(node))
 
     def observe_event(self, record: Mapping[str, str | int | bool]) -> None:
         """Count one telemetry record (already content-free)."""
@@ -171,6 +174,39 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _NodeCollector:
+    """This node's id and health, and what it did for the other nodes (PostgreSQL only)."""
+
+    def __init__(self, node: SharedNode) -> None:
+        self._node = node
+
+    def collect(self) -> Iterable[Metric]:
+        node = self._node
+        up = GaugeMetricFamily(
+            "understudy_node_up",
+            "1 while this node's heartbeat and LISTEN connection both work, by node id.",
+            labels=["node"],
+        )
+        up.add_metric([node.node_id], 1.0 if node.healthy else 0.0)
+        yield up
+        listening = GaugeMetricFamily(
+            "understudy_node_listening", "1 while the LISTEN connection is up.", labels=["node"]
+        )
+        listening.add_metric([node.node_id], 1.0 if node.listening else 0.0)
+        yield listening
+        for name, value, text in (
+            ("lock_busy", node.lock_busy, "Turn attempts that found the actor's row held."),
+            ("outbox_written", node.outbox_written, "Outbox rows written for other nodes."),
+            ("outbox_delivered", node.outbox_delivered, "Outbox rows sent on a local socket."),
+            ("outbox_dropped", node.outbox_dropped, "Outbox rows dropped (socket gone)."),
+            ("timers_taken", node.timers_taken, "Due actor rows this node took."),
+            ("sockets_taken_over", node.sockets_taken_over, "Sockets of gone nodes released."),
+        ):
+            counter = CounterMetricFamily(f"understudy_node_{name}", text, labels=["node"])
+            counter.add_metric([node.node_id], float(value))
+            yield counter
 
 
 def _text(value: str | int | bool) -> str:

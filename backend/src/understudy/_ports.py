@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from understudy._clock import Clock
+    from understudy._node import SharedNode
     from understudy._store import Database
     from understudy._store._ports import Repositories
     from understudy._store.credentials import Device
@@ -36,6 +37,7 @@ class ActorBase:
     clock: Clock
     telemetry: Telemetry
     timer_failed: Callable[[str], None]
+    node: SharedNode | None = None  # several nodes on PostgreSQL; None: one process (SQLite)
 
     @property
     def repos(self) -> Repositories:
@@ -55,7 +57,13 @@ class DeviceLink(Protocol):
         ...
 
     def connected(self, device_id: str) -> bool:
-        """Whether the device has an authoritative socket right now."""
+        """Whether the device has an authoritative socket right now (on any node)."""
+        ...
+
+    def stage(self, device_id: str, frames: list[m.DeviceServerFrame]) -> list[m.DeviceServerFrame]:
+        """Inside the caller's turn: route frames for the device's socket. Returns what this
+        node sends after the commit (rows still waiting for the socket first); frames for a
+        socket on another node become outbox rows of this transaction instead."""
         ...
 
 

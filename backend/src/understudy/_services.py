@@ -9,6 +9,8 @@ this registry implements.
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -18,15 +20,20 @@ from understudy._metrics import Metrics
 from understudy._ports import ActorBase
 from understudy._ratelimit import ApproximateLimiter
 from understudy._revocation import RevocationWatch
+from understudy._store.cluster import actor_key
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from understudy._clock import Clock
     from understudy._config import Settings
+    from understudy._node import SharedNode
     from understudy._security import Keys
     from understudy._store import Database
     from understudy._store._ports import Repositories, Storage
+    from understudy._store.cluster import ActorRef
     from understudy._telemetry import Telemetry
     from understudy.coordinator import TenantCoordinator
     from understudy.device_agent import DeviceAgent
@@ -55,9 +62,20 @@ class Services:
         )
         self.revocations = RevocationWatch(self)
         self.claim = ClaimWatch(self.db.storage, self._claim_lost)
-        self.metrics = Metrics(self.db)
+        # On PostgreSQL this process is one node of several (`_node.py`); on SQLite, the only one.
+        self.node: SharedNode | None = None
+        if self.db.storage.dialect.name == "postgresql":
+            from understudy._node import SharedNode
+            from understudy._store._postgres import PostgresStorage
+
+            storage = self.db.storage
+            assert isinstance(storage, PostgresStorage)  # noqa: S101 - the dialect says so
+            self.node = SharedNode(storage, self.clock)
+        self.metrics = Metrics(self.db, self.node)
         self.telemetry.observe(self.metrics.observe_event)
-        self._base = ActorBase(self.db, self.clock, self.telemetry, self.metrics.timer_failed)
+        self._base = ActorBase(
+            self.db, self.clock, self.telemetry, self.metrics.timer_failed, node=self.node
+        )
         self._sessions = _SessionAgents(self)
 
     def _claim_lost(self, reason: str) -> None:
@@ -115,6 +133,10 @@ class Services:
         now = self.clock.now()
         storage = self.storage
         storage.migrate(now)
+        if self.node is not None:
+            # Registered before the first socket is accepted: other nodes take the sockets of
+            # a node missing from `nodes` for gone.
+            self.db.storage.keep_claim()
         with storage.transaction() as repos:
             for digest, entry in self.settings.device_tokens.items():
                 repos.devices.ensure(
@@ -133,10 +155,15 @@ class Services:
         await self.revocations.apply_close_requests()
         self.revocations.start()
         self.claim.start()
+        if self.node is not None:
+            self.node.start(self)
+            await self.node.take_back()
         self.ready = True
 
     async def stop(self) -> None:
         self.ready = False
+        if self.node is not None:
+            await self.node.stop()
         await self.claim.stop()
         await self.revocations.stop()
         for coordinator in self.coordinators.values():
@@ -150,6 +177,42 @@ class Services:
             lock, self.data_dir_lock = self.data_dir_lock, None
             unlock_data_dir(lock)
 
+    # -- `NodeHost`: what the node asks of this process's actors ------------------------------
+
+    async def deliver_outbox(self, key: str) -> None:
+        kind, _, rest = key.partition(":")
+        if kind == "session":
+            await self.session_agent(rest).deliver_outbox()
+        elif kind == "device":
+            tenant, device_id = json.loads(rest)
+            await self.device_agent(tenant, device_id).deliver_outbox()
+        else:  # no socket: nothing to send to
+            assert self.node is not None  # noqa: S101 - only nodes have outboxes
+            with self.storage.transaction() as repos:
+                self.node.take_outbox(repos, key)
+
+    def wake_session(self, session_id: str) -> None:
+        agent = self.session_agents.get(session_id)
+        if agent is not None:
+            agent.woken()
+        for coordinator in self.coordinators.values():
+            coordinator.woken(session_id)
+
+    async def fire_timer(self, ref: ActorRef) -> None:
+        if ref.kind == "tenant":
+            await self.coordinator(ref.tenant).fire_timer()
+        elif ref.kind == "session":
+            await self.session_agent(ref.ident).fire_timer()
+        else:
+            with self.storage.transaction() as repos:
+                repos.actors.set_due(ref.key, None)
+
+    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
+        if ref.kind == "session":
+            await self.session_agent(ref.ident).socket_lost_elsewhere(serial)
+        elif ref.kind == "device":
+            await self.device_agent(ref.tenant, ref.ident).socket_lost_elsewhere(serial)
+
 
 class _TenantDevices:
     """`DeviceLink` for one tenant's coordinator."""
@@ -162,8 +225,34 @@ class _TenantDevices:
         await self._services.device_agent(self._tenant, device_id).send(frame)
 
     def connected(self, device_id: str) -> bool:
+        if self._services.node is not None:  # the socket may be on any node: ask its row
+            row = self._services.repos.actors.get(actor_key("device", self._tenant, device_id))
+            return row is not None and row.sock_node is not None
         agent = self._services.device_agents.get((self._tenant, device_id))
         return agent is not None and agent.connected
+
+    def stage(self, device_id: str, frames: list[m.DeviceServerFrame]) -> list[m.DeviceServerFrame]:
+        node = self._services.node
+        if node is None:
+            return frames
+        repos = self._services.repos
+        key = actor_key("device", self._tenant, device_id)
+        row = repos.actors.get(key)
+        if row is None or row.sock_node is None:
+            return []  # no socket anywhere: the coordinator resends on the device's hello
+        if row.sock_node == node.node_id:
+            agent = self._services.device_agents.get((self._tenant, device_id))
+            if agent is None or not agent.holds(row.sock_serial):
+                return []  # this node's socket is gone; its disconnect turn is on its way
+            return [*agent.pending(row), *frames]
+        node.write_outbox(
+            repos,
+            key=key,
+            node=row.sock_node,
+            serial=row.sock_serial,
+            frames=[frame.to_wire_json() for frame in frames],
+        )
+        return []
 
 
 class _SessionAgents:

@@ -10,27 +10,51 @@ describing it (`report_refusal`) are reported.
 Each actor also has at most one timer, armed after every turn at the actor's earliest due time.
 An error in the timer's turn is logged and counted (`understudy_timer_errors_total`), never
 swallowed; the next turn re-arms the timer.
+
+**Several nodes (PostgreSQL).** A turn of an actor that has a `SharedNode` also locks the actor's
+row (`actors`, `FOR UPDATE NOWAIT`) first in its transaction, so turns stay one at a time per key
+across nodes. When another node holds the row, the transaction rolls back and the turn tries
+again after a short jittered backoff, awaited (a lock wait never holds the event loop), up to
+`LOCK_WAIT_S`; then it is refused with `503 database_unavailable`. A turn acting for a socket
+(`fence=serial`) is refused with `SocketSupersededError` when the row names another socket. The
+actor's `stage` hook runs last in the transaction (frames for sockets of other nodes become outbox
+rows there), then the actor's earliest due time is written to its row, where any node's timer
+poll can take it, and the wake-ups for waiters on other nodes are notified, on commit. On SQLite
+(`node` None) none of this runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import random
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 
 from understudy._clock import SystemClock
 from understudy._problems import ProblemError
+from understudy._store._errors import RetryableConflictError
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from understudy._clock import Clock
+    from understudy._node import SharedNode
     from understudy._store import Database
+    from understudy._store.cluster import ActorRow
     from understudy._telemetry import FieldValue, Telemetry
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+LOCK_WAIT_S: Final = 3.0  # how long a turn keeps trying for its actor's row before a 503
+FIRST_BACKOFF_S: Final = 0.002
+MAX_BACKOFF_S: Final = 0.05
+# Several nodes: a waiter (a create, a command) re-reads its rows at least this often, in case
+# the wake-up from the node that changed them was missed.
+WAIT_FALLBACK_S: Final = 0.5
+_UNSET: Final = object()
 
 
 @dataclass
@@ -39,6 +63,19 @@ class Outbox:
 
     # (event, fields, describes the refusal), in the order the body reported them
     reports: list[tuple[str, dict[str, FieldValue], bool]] = field(default_factory=list)
+    # Several nodes only: the actor's row as this turn locked it, and the sessions whose waiters
+    # on other nodes should re-read once this turn commits.
+    actor: ActorRow | None = None
+    wake_sessions: set[str] = field(default_factory=set)
+
+
+class SocketSupersededError(RuntimeError):
+    """The turn acted for a socket that is no longer the actor's authoritative one in the
+    database (another node, or a newer socket, holds it); nothing of the turn was kept."""
+
+
+class _RowBusy(Exception):
+    """Another node's transaction holds the actor's row."""
 
 
 OutboxT = TypeVar("OutboxT", bound=Outbox)
@@ -69,8 +106,14 @@ class Turns(Generic[OutboxT]):
         outbox: Callable[[], OutboxT],
         deliver: Callable[[OutboxT], Awaitable[None]],
         timer: Timer | None = None,
+        node: SharedNode | None = None,
+        actor: tuple[str, str, str] = ("", "", ""),
+        stage: Callable[[OutboxT], None] | None = None,
     ) -> None:
         self.lock = asyncio.Lock()
+        self._node = node
+        self._actor = actor  # (kind, tenant, ident) of the actor's row
+        self._stage = stage
         self._db = db
         self._clock = clock
         self._telemetry = telemetry
@@ -79,7 +122,13 @@ class Turns(Generic[OutboxT]):
         self.timer = timer
         self._current: OutboxT | None = None
 
-    async def run(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
+    async def run(
+        self,
+        body: Callable[[OutboxT, float], T],
+        *,
+        durable: bool = True,
+        fence: int | None = None,
+    ) -> T:
         """Run `body(outbox, now)` as one turn.
 
         Args:
@@ -88,13 +137,24 @@ class Turns(Generic[OutboxT]):
                 a turn whose frames promise nothing a lost commit could contradict (a heartbeat's
                 acknowledgement, a socket's acceptance): they leave once the transaction ended,
                 and the group commit of this loop iteration makes it durable right after.
+            fence: the serial of the socket the turn acts for: on several nodes, the turn is
+                refused (`SocketSupersededError`) unless that socket, on this node, is still the
+                actor's authoritative one in the database.
         """
         async with self.lock:
-            return await self.run_locked(body, durable=durable)
+            return await self.run_locked(body, durable=durable, fence=fence)
 
-    async def run_locked(self, body: Callable[[OutboxT, float], T], *, durable: bool = True) -> T:
+    async def run_locked(
+        self,
+        body: Callable[[OutboxT, float], T],
+        *,
+        durable: bool = True,
+        fence: int | None = None,
+    ) -> T:
         """Run a turn while the caller already holds `lock` (to change memory in the same
         critical section, after the commit)."""
+        if self._node is not None:
+            return await self._run_shared(body, durable, fence, self._node)
         out = self._outbox()
         self._current = out
         try:
@@ -111,6 +171,69 @@ class Turns(Generic[OutboxT]):
         await self._deliver(out)
         if self.timer is not None:
             self.timer.arm()
+        return result
+
+    async def _run_shared(
+        self,
+        body: Callable[[OutboxT, float], T],
+        durable: bool,
+        fence: int | None,
+        node: SharedNode,
+    ) -> T:
+        """The turn on several nodes: the actor's row locked first, in the same transaction."""
+        give_up = time.monotonic() + LOCK_WAIT_S
+        delay = FIRST_BACKOFF_S
+        due: float | object | None = _UNSET
+        repos = self._db.storage.repos
+        while True:
+            out = self._outbox()
+            self._current = out
+            try:
+                with self._db.transaction():
+                    try:
+                        row = repos.actors.lock(*self._actor)
+                    except RetryableConflictError:
+                        row = None
+                    if row is None:
+                        raise _RowBusy
+                    out.actor = row
+                    if fence is not None and (
+                        row.sock_node != node.node_id or row.sock_serial != fence
+                    ):
+                        raise SocketSupersededError(row.key)
+                    result = body(out, self._clock.now())
+                    if self._stage is not None:
+                        self._stage(out)
+                    if self.timer is not None:
+                        due = self.timer.due_now()
+                        if due != row.due_at:
+                            repos.actors.set_due(row.key, due)
+                    for session_id in sorted(out.wake_sessions):
+                        node.notify_wake(repos, session_id)
+                break
+            except _RowBusy:
+                node.lock_busy += 1
+                if time.monotonic() >= give_up:
+                    raise ProblemError(
+                        503,
+                        "database_unavailable",
+                        "another node kept this resource's turn for too long; retry after "
+                        "Retry-After",
+                        retry_after=1,
+                    ) from None
+                await asyncio.sleep(delay * (0.5 + random.random()))  # noqa: S311 - jitter
+                delay = min(delay * 2, MAX_BACKOFF_S)
+            except ProblemError:
+                self._emit(out, refused=True)
+                raise
+            finally:
+                self._current = None
+        if durable:
+            await self._db.durable()
+        self._emit(out, refused=False)
+        await self._deliver(out)
+        if self.timer is not None:
+            self.timer.arm(due)
         return result
 
     def report(self, event: str, **fields: FieldValue) -> None:
@@ -170,9 +293,16 @@ class Timer:
         """When the armed timer fires (None: not armed)."""
         return self._due
 
-    def arm(self) -> None:
-        """(Re)arm at the earliest due time; a timer already armed for it is left alone."""
-        due = self._due_of()
+    def due_now(self) -> float | None:
+        """The actor's earliest due time as its rows say now (inside a turn: its own changes)."""
+        return self._due_of()
+
+    def arm(self, due: float | object | None = _UNSET) -> None:
+        """(Re)arm at the earliest due time (`due`, when the turn computed it already); a timer
+        already armed for it is left alone."""
+        if due is _UNSET:
+            due = self._due_of()
+        assert due is None or isinstance(due, float | int)  # noqa: S101 - _UNSET replaced
         armed = self._handle is not None or (self._task is not None and not self._task.done())
         if due == self._due and armed:
             return

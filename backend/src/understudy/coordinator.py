@@ -13,6 +13,7 @@ session agent to settle its own commands, after this turn committed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,8 +33,8 @@ from understudy._policy import (
 )
 from understudy._problems import ProblemError
 from understudy._store.sessions import NewSession
+from understudy._turns import WAIT_FALLBACK_S, Timer, Turns
 from understudy._turns import Outbox as TurnOutbox
-from understudy._turns import Timer, Turns
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -107,6 +108,7 @@ class TenantCoordinator:
             failed=base.timer_failed,
             actor="tenant",
         )
+        self._node = base.node
         self._turns: Turns[Outbox] = Turns(
             db=base.db,
             clock=base.clock,
@@ -114,6 +116,9 @@ class TenantCoordinator:
             outbox=Outbox,
             deliver=self._deliver,
             timer=timer,
+            node=base.node,
+            actor=("tenant", tenant, ""),
+            stage=self._stage,
         )
 
     # -- turns ---------------------------------------------------------------------------------
@@ -129,6 +134,28 @@ class TenantCoordinator:
         for session_id in out.wake:
             for event in self._waiters.get(session_id, ()):
                 event.set()
+
+    def _stage(self, out: Outbox) -> None:
+        """Several nodes, last in the turn's transaction: each device's frames go to the node
+        holding its socket (outbox rows for another node); waiters anywhere are woken."""
+        by_device: dict[str, list[m.DeviceServerFrame]] = {}
+        for device_id, frame in out.frames:
+            by_device.setdefault(device_id, []).append(frame)
+        out.frames = [
+            (device_id, frame)
+            for device_id, frames in by_device.items()
+            for frame in self._devices.stage(device_id, frames)
+        ]
+        out.wake_sessions.update(out.wake)
+
+    def woken(self, session_id: str) -> None:
+        """Another node changed the session: this node's waiters for it re-read."""
+        for event in self._waiters.get(session_id, ()):
+            event.set()
+
+    async def fire_timer(self) -> None:
+        """The timer turn, when another node's poll took this tenant's due row."""
+        await self._turns.run(self._tick)
 
     # -- consumer operations -------------------------------------------------------------------
 
@@ -235,7 +262,14 @@ class TenantCoordinator:
                 if row.status != SessionState.PROVISIONING or self.clock.now() >= deadline:
                     return row
                 event.clear()
-                await wait_until(event, self.clock, deadline)
+                if self._node is None:
+                    await wait_until(event, self.clock, deadline)
+                    continue
+                # Several nodes: the device's turn may run on any of them; a wake-up from it may
+                # be missed, the row never is.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(WAIT_FALLBACK_S):
+                        await wait_until(event, self.clock, deadline)
         finally:
             waiting.discard(event)
             if not waiting:

@@ -6,13 +6,19 @@ the current connection. The first frame must be `hello` with the ticket's browse
 decisions belong to the tenant's coordinator (reached through `TenantLink`); this agent records
 liveness and relays. Accepting a ticket, the hello and each heartbeat are turns (`_turns.py`):
 their reply leaves after the commit.
+
+On several nodes (PostgreSQL) the authoritative socket is a row (`actors`): accepting a ticket
+claims it for this node with a serial that only grows, the hello marks it, a disconnect releases
+it, and the hello and heartbeat turns are fenced by it (`Turns.run(fence=…)`): a socket another
+node superseded is closed with 4409 the first time it acts. Frames that coordinators on other
+nodes decided for this socket arrive as outbox rows (`deliver_outbox`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, assert_never
 
 from pydantic import TypeAdapter, ValidationError
@@ -20,8 +26,9 @@ from pydantic import TypeAdapter, ValidationError
 from understudy._clock import utc
 from understudy._connection import CLOSE_NOT_AUTHORITATIVE, CLOSE_SHUTDOWN, CLOSE_SUPERSEDED
 from understudy._policy import HEARTBEAT_INTERVAL_MS
+from understudy._store.cluster import actor_key
 from understudy._turns import Outbox as TurnOutbox
-from understudy._turns import Turns
+from understudy._turns import SocketSupersededError, Turns
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
@@ -29,17 +36,21 @@ if TYPE_CHECKING:
     from understudy._ports import ActorBase, TenantLink
     from understudy._security import TicketClaims
     from understudy._store._ports import Repositories
+    from understudy._store.cluster import ActorRow
 
 __all__ = ["DeviceAgent"]
 
 log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.DeviceClientFrame] = TypeAdapter(m.DeviceClientFrame)
+SERVER_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
+_SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
 
 
 @dataclass
 class _Outbox(TurnOutbox):
     frames: list[m.DeviceServerFrame] = field(default_factory=list)
     hello_serial: int | None = None  # the connection whose hello this turn accepted
+    pending: list[m.DeviceServerFrame] = field(default_factory=list)  # other nodes' rows, first
 
 
 class DeviceAgent:
@@ -61,17 +72,24 @@ class DeviceAgent:
         self.tenant = tenant
         self.device_id = device_id
         self._coordinator = coordinator
+        self._node = base.node
+        self._storage = base.db.storage
+        self.key = actor_key("device", tenant, device_id)
         self._turns: Turns[_Outbox] = Turns(
             db=base.db,
             clock=base.clock,
             telemetry=base.telemetry,
             outbox=_Outbox,
             deliver=self._deliver,
+            node=base.node,
+            actor=("device", tenant, device_id),
+            stage=self._stage,
         )
         self._conn: Connection | None = None
         self._conn_serial = 0
         self._browser_epoch: str | None = None
         self._hello_serial = 0  # the connection whose hello was accepted
+        self._delivered_seq = 0  # the last outbox row of this key sent (or dropped) here
 
     @property
     def connected(self) -> bool:
@@ -81,16 +99,66 @@ class DeviceAgent:
         """Whether connection `serial` is authoritative and its hello was accepted."""
         return serial == self._conn_serial == self._hello_serial and self._conn is not None
 
+    def holds(self, serial: int) -> bool:
+        """Whether this node's authoritative socket is connection `serial`."""
+        return self._conn is not None and self._conn_serial == serial
+
+    def pending(self, row: ActorRow) -> list[m.DeviceServerFrame]:
+        """Inside a turn that sends to this node's socket: the outbox rows other nodes wrote for
+        it before, so they leave first (frames keep the order their turns committed in)."""
+        if self._node is None or row.outbox_seq <= self._delivered_seq:
+            return []
+        frames: list[m.DeviceServerFrame] = []
+        for taken in self._node.take_outbox(self.repos, self.key):
+            self._delivered_seq = max(self._delivered_seq, taken.seq)
+            # A close names an older socket (a newer one holds the row): nothing to send.
+            if taken.close is None and self.holds(taken.serial):
+                frames += [SERVER_FRAMES.validate_json(text) for text in taken.frames]
+        return frames
+
+    def _stage(self, out: _Outbox) -> None:
+        row = out.actor
+        if row is not None and row.sock_node == self._node_id and self.holds(row.sock_serial):
+            out.pending = self.pending(row)
+
+    @property
+    def _node_id(self) -> str | None:
+        return self._node.node_id if self._node is not None else None
+
+    async def deliver_outbox(self) -> None:
+        """Send this node's outbox rows for the device on its socket, if it still holds it."""
+        node = self._node
+        if node is None:
+            return
+        closes: list[tuple[int, tuple[int, str]]] = []
+        async with self._turns.lock:
+            with self._storage.transaction() as repos:
+                rows = node.take_outbox(repos, self.key)
+            for taken in rows:
+                self._delivered_seq = max(self._delivered_seq, taken.seq)
+                if not self.holds(taken.serial):
+                    node.outbox_dropped += 1  # that socket is gone: the device resends on hello
+                    continue
+                for text in taken.frames:
+                    await self.send(SERVER_FRAMES.validate_json(text))
+                node.outbox_delivered += 1
+                if taken.close is not None:
+                    closes.append((taken.serial, taken.close))
+        for serial, close in closes:
+            await self.disconnected(serial, close=close)
+
     async def _deliver(self, out: _Outbox) -> None:
         if out.hello_serial is not None:
             self._hello_serial = out.hello_serial
+        for frame in out.pending:
+            await self.send(frame)
         for frame in out.frames:
             await self.send(frame)
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
 
-        def body(out: _Outbox, now: float) -> bool:
+        def body(out: _Outbox, now: float) -> int | None:
             fresh = self.repos.tickets.consume(claims.jti, claims.exp, now)
             device = self.repos.devices.get(self.tenant, self.device_id)
             if not fresh or device is None or device.revoked_at is not None:
@@ -102,23 +170,42 @@ class DeviceAgent:
                     kind="device",
                     reason=reason,
                 )
-                return False
+                return None
             self._turns.report(
                 "ticket.consumed", tenant=self.tenant, device=self.device_id, kind="device"
             )
-            return True
+            return self._claim(out, claims.browser_epoch)
 
         async with self._turns.lock:
             # Not waiting for the fsync, as the coordinator's turn after the hello does.
-            if not await self._turns.run_locked(body, durable=False):
+            serial = await self._turns.run_locked(body, durable=False)
+            if serial is None:
                 return None
             old, self._conn = self._conn, conn
-            self._conn_serial += 1
+            self._conn_serial = serial
             self._browser_epoch = claims.browser_epoch
-            serial = self._conn_serial
         if old is not None:
             with contextlib.suppress(Exception):
-                await old.close(CLOSE_SUPERSEDED, "superseded by a newer connection")
+                await old.close(*_SUPERSEDED)
+        return serial
+
+    def _claim(self, out: _Outbox, browser_epoch: str | None) -> int:
+        """The accepted socket's serial; on several nodes, the row says this node holds it, and
+        the node that held the one before is told to close it."""
+        node, row = self._node, out.actor
+        if node is None or row is None:
+            return self._conn_serial + 1
+        serial = self.repos.actors.claim_socket(self.key, node.node_id, browser_epoch, None)
+        if row.sock_node is not None and row.sock_node != node.node_id:
+            node.write_outbox(
+                self.repos,
+                key=self.key,
+                node=row.sock_node,
+                serial=row.sock_serial,
+                frames=[],
+                close=_SUPERSEDED,
+            )
+        out.actor = replace(row, sock_node=node.node_id, sock_serial=serial)
         return serial
 
     async def handle(self, serial: int, raw: str | bytes) -> None:
@@ -132,7 +219,10 @@ class DeviceAgent:
                 m.DeviceServerError(type="error", code="invalid_frame", message=_frame_error(exc))
             )
             return
-        await self._dispatch(serial, frame)
+        try:
+            await self._dispatch(serial, frame)
+        except SocketSupersededError:
+            await self.disconnected(serial, close=_SUPERSEDED)
 
     async def _dispatch(self, serial: int, frame: m.DeviceClientFrame) -> None:
         coordinator = self._coordinator
@@ -142,7 +232,7 @@ class DeviceAgent:
             case m.DeviceClientHeartbeat():
                 # The ack says the frame arrived, not that its time is on disk.
                 await self._turns.run(
-                    lambda out, now: self._heartbeat(out, now, frame), durable=False
+                    lambda out, now: self._heartbeat(out, now, frame), durable=False, fence=serial
                 )
             case m.DeviceClientProvisionAck():
                 await coordinator.provision_ack(self.device_id, frame)
@@ -209,6 +299,8 @@ class DeviceAgent:
                 local_policy=hello.local_origin_policy.to_wire(),
             )
             version = max(hello.protocol_versions)
+            if self._node is not None:
+                self.repos.actors.said_hello(self.key, serial, hello.to_wire_json())
             self._turns.report(
                 "device.connected",
                 tenant=self.tenant,
@@ -231,7 +323,7 @@ class DeviceAgent:
 
         # The welcome leaves at once; the coordinator's turn that follows waits for the commit
         # before it sends a lease frame.
-        changed = await self._turns.run(body, durable=False)
+        changed = await self._turns.run(body, durable=False, fence=serial)
         await self._coordinator.device_hello(self.device_id, hello, changed)
 
     async def _refuse(self, serial: int, message: str) -> None:
@@ -259,7 +351,21 @@ class DeviceAgent:
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
+        if self._node is not None:
+            await self._release(serial)
         await self._coordinator.device_disconnected(self.device_id)
+
+    async def _release(self, serial: int) -> bool:
+        """The row forgets socket `serial` (False: a newer socket holds it already)."""
+        return await self._turns.run(
+            lambda out, now: self.repos.actors.release_socket(self.key, serial)
+        )
+
+    async def socket_lost_elsewhere(self, serial: int) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
+        if await self._release(serial):
+            self._telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
+            await self._coordinator.device_disconnected(self.device_id)
 
     async def close_current(self, code: int, reason: str) -> None:
         """Close the authoritative connection, if any, as if it had disconnected."""

@@ -16,6 +16,13 @@ lease epoch than its session's is due at once too: that is how a browser-epoch c
 the commands (`epoch_lost`), and why it survives a crash between the coordinator's turn and this
 agent's. The socket is authoritative for one (browser epoch, lease epoch); a newer ticket
 supersedes it and an epoch change demotes it.
+
+On several nodes (PostgreSQL) the socket's authority is the session's actor row: which node holds
+it, its serial, its epochs and its accepted hello. A turn on any node reads it there (`submit`
+needs "has the socket said hello"); frames for a socket on another node become outbox rows of the
+turn (a grant's secret never does: a grant is decided only on the socket's own node); turns for a
+socket are fenced by the row; waiters on other nodes are woken through the node's channel and
+re-read at least every `WAIT_FALLBACK_S`.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, assert_never
 
 from pydantic import TypeAdapter, ValidationError
@@ -44,9 +51,10 @@ from understudy._policy import (
 )
 from understudy._problems import ProblemError
 from understudy._store import vault
+from understudy._store.cluster import actor_key
 from understudy._store.commands import CommandOutcome, NewCommand
+from understudy._turns import WAIT_FALLBACK_S, SocketSupersededError, Timer, Turns
 from understudy._turns import Outbox as TurnOutbox
-from understudy._turns import Timer, Turns
 from understudy._write_protocol import Decision, Effect, Event, JournalState, Kind, decide
 from understudy.generated import models as m
 from understudy.generated.catalog import COMMAND_KINDS
@@ -54,13 +62,18 @@ from understudy.generated.catalog import COMMAND_KINDS
 if TYPE_CHECKING:
     from understudy._config import QuotaPolicy
     from understudy._connection import Connection
+    from understudy._node import SharedNode
     from understudy._ports import ActorBase
     from understudy._security import Keys, TicketClaims
     from understudy._store._ports import Repositories
+    from understudy._store.cluster import ActorRow
     from understudy._store.commands import CommandRow
 
 log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFrame)
+SERVER_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
+_SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
+_DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
 
 _S = CommandState
 
@@ -70,6 +83,7 @@ class _Outbox(TurnOutbox):
     frames: list[m.SessionServerFrame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
     step: str | None = None  # the persisted write step this turn took (for crash points)
+    pending: list[m.SessionServerFrame] = field(default_factory=list)  # other nodes' rows, first
 
 
 class SessionAgent:
@@ -95,6 +109,9 @@ class SessionAgent:
             failed=base.timer_failed,
             actor="session",
         )
+        self._node = base.node
+        self._storage = base.db.storage
+        self.key = actor_key("session", "", session_id)
         self._turns: Turns[_Outbox] = Turns(
             db=base.db,
             clock=base.clock,
@@ -102,7 +119,13 @@ class SessionAgent:
             outbox=_Outbox,
             deliver=self._deliver,
             timer=timer,
+            node=base.node,
+            actor=("session", "", session_id),
+            stage=self._stage,
         )
+        self._delivered_seq = 0  # the last outbox row of this key sent (or dropped) here
+        self._remote_hello: tuple[int, m.SessionClientHello] | None = None  # parsed, by serial
+        self._changed = asyncio.Event()  # several nodes: another node changed the socket's row
         self._conn: Connection | None = None
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
@@ -128,15 +151,109 @@ class SessionAgent:
 
     async def wait_available(self, until: float) -> bool:
         """Wait (on the injected clock) until the session socket has said hello, or `until`."""
+        if self._node is not None:
+            return await self._wait_available_shared(until)
         if not self.available and self.clock.now() < until:
             await wait_until(self._ready, self.clock, until)
         return self.available
+
+    async def _wait_available_shared(self, until: float) -> bool:
+        """The socket may say hello on any node: its row answers, re-read when woken."""
+        while True:
+            self._changed.clear()
+            row = self.repos.actors.get(self.key)
+            if row is not None and row.said_hello:
+                return True
+            if self.clock.now() >= until:
+                return False
+            await self._wait_changed(self._changed, until)
+
+    async def _wait_changed(self, event: asyncio.Event, until: float) -> None:
+        """Wait for `event` or `until`, and at most `WAIT_FALLBACK_S` of real time: a wake-up
+        from another node may be missed, the rows never are."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(WAIT_FALLBACK_S):
+                await wait_until(event, self.clock, until)
+
+    def woken(self) -> None:
+        """Another node changed this session (an outcome, its socket): waiters here re-read."""
+        self._changed.set()
+        for event in self._events.values():
+            event.set()
+
+    async def fire_timer(self) -> None:
+        """The timer turn, when another node's poll took this actor's due row."""
+        await self._turns.run(self._expire_due)
+
+    def _hello_of(self, row: ActorRow) -> m.SessionClientHello | None:
+        """The hello the row's socket said, wherever that socket is."""
+        if not row.said_hello or row.hello is None:
+            return None
+        cached = self._remote_hello
+        if cached is None or cached[0] != row.sock_serial:
+            parsed = m.SessionClientHello.model_validate_json(row.hello)
+            cached = self._remote_hello = (row.sock_serial, parsed)
+        return cached[1]
+
+    def _stage(self, out: _Outbox) -> None:
+        """Last in the turn's transaction: frames for a socket on another node become outbox
+        rows; for this node's socket, rows other nodes wrote before go first."""
+        node, row = self._node, out.actor
+        if node is None or row is None:
+            return
+        if out.wake:
+            out.wake_sessions.add(self.session_id)
+        if (
+            row.sock_node == node.node_id
+            and self._conn is not None
+            and self._serial == (row.sock_serial)
+        ):
+            if row.outbox_seq > self._delivered_seq:
+                for taken in node.take_outbox(self.repos, self.key):
+                    self._delivered_seq = max(self._delivered_seq, taken.seq)
+                    if taken.close is None and taken.serial == self._serial:
+                        out.pending += [SERVER_FRAMES.validate_json(t) for t in taken.frames]
+            return
+        frames = [frame for frame in out.frames if not _carries_secret(frame)]
+        out.frames = []  # none leaves from here: the socket is elsewhere, or nowhere
+        if row.sock_node is not None and frames:
+            node.write_outbox(
+                self.repos,
+                key=self.key,
+                node=row.sock_node,
+                serial=row.sock_serial,
+                frames=[frame.to_wire_json() for frame in frames],
+            )
+
+    async def deliver_outbox(self) -> None:
+        """Send this node's outbox rows for the session on its socket, if it still holds it."""
+        node = self._node
+        if node is None:
+            return
+        closes: list[tuple[int, tuple[int, str]]] = []
+        async with self._turns.lock:
+            with self._storage.transaction() as repos:
+                rows = node.take_outbox(repos, self.key)
+            for taken in rows:
+                self._delivered_seq = max(self._delivered_seq, taken.seq)
+                if self._conn is None or taken.serial != self._serial:
+                    node.outbox_dropped += 1  # that socket is gone: its successor says hello
+                    continue
+                for text in taken.frames:
+                    await self.send(SERVER_FRAMES.validate_json(text))
+                node.outbox_delivered += 1
+                if taken.close is not None:
+                    closes.append((taken.serial, taken.close))
+        for serial, close in closes:
+            await self.disconnected(serial, close=close)
 
     # -- turns ---------------------------------------------------------------------------------
 
     async def _deliver(self, out: _Outbox) -> None:
         if out.step is not None:
             _faults.after(out.step)
+        for frame in out.pending:
+            await self.send(frame)
         for frame in out.frames:
             await self.send(frame)
         for command_id in out.wake:
@@ -193,8 +310,11 @@ class SessionAgent:
                     retry_after=1,
                     retry_policy="wait_for_slot",
                 )
-            check_capabilities(self.repos, session, self.hello, command, kind, dry_run, command_id)
-            if not self.available:
+            hello, available = self.hello, self.available
+            if out.actor is not None:  # several nodes: the socket may be on any of them
+                hello, available = self._hello_of(out.actor), out.actor.said_hello
+            check_capabilities(self.repos, session, hello, command, kind, dry_run, command_id)
+            if not available:
                 raise ProblemError(
                     503,
                     "session_unavailable",
@@ -294,7 +414,10 @@ class SessionAgent:
                 assert latest is not None  # noqa: S101
                 return latest
             event.clear()
-            await wait_until(event, self.clock, until)
+            if self._node is not None:
+                await self._wait_changed(event, until)
+            else:
+                await wait_until(event, self.clock, until)
             row = self.repos.commands.get(self.session_id, command_id)
             assert row is not None  # noqa: S101
 
@@ -303,7 +426,7 @@ class SessionAgent:
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh and its authority current."""
 
-        def body(out: _Outbox, now: float) -> bool:
+        def body(out: _Outbox, now: float) -> int | None:
             fresh = self.repos.tickets.consume(claims.jti, claims.exp, now)
             row = self.repos.sessions.get(self.session_id)
             device = self.repos.devices.get(claims.tenant, claims.device)
@@ -327,25 +450,46 @@ class SessionAgent:
                     session=self.session_id,
                     reason="replayed" if not fresh else "stale",
                 )
-                return False
+                return None
             self._turns.report(
                 "ticket.consumed", tenant=claims.tenant, kind="session", session=self.session_id
             )
-            return True
+            return self._claim(out, claims)
 
         async with self._turns.lock:
             # Accepting the socket promises nothing stored; the hello's turn waits for the disk.
-            if not await self._turns.run_locked(body, durable=False):
+            serial = await self._turns.run_locked(body, durable=False)
+            if serial is None:
                 return None
             old, self._conn = self._conn, conn
-            self._serial += 1
+            self._serial = serial
             self._epochs = (claims.browser_epoch, claims.lease_epoch or 0)
             self.hello = None
             self._ready.clear()
-            serial = self._serial
         if old is not None:
             with contextlib.suppress(Exception):
-                await old.close(CLOSE_SUPERSEDED, "superseded by a newer connection")
+                await old.close(*_SUPERSEDED)
+        return serial
+
+    def _claim(self, out: _Outbox, claims: TicketClaims) -> int:
+        """The accepted socket's serial; on several nodes, the row says this node holds it with
+        the ticket's epochs, and the node that held the one before is told to close it."""
+        node, row = self._node, out.actor
+        if node is None or row is None:
+            return self._serial + 1
+        serial = self.repos.actors.claim_socket(
+            self.key, node.node_id, claims.browser_epoch, claims.lease_epoch or 0
+        )
+        if row.sock_node is not None and row.sock_node != node.node_id:
+            node.write_outbox(
+                self.repos,
+                key=self.key,
+                node=row.sock_node,
+                serial=row.sock_serial,
+                frames=[],
+                close=_SUPERSEDED,
+            )
+        out.actor = replace(row, sock_node=node.node_id, sock_serial=serial, hello=None)
         return serial
 
     async def handle(self, serial: int, raw: str | bytes) -> None:
@@ -369,25 +513,32 @@ class SessionAgent:
                 )
             )
             return
+        try:
+            await self._dispatch(serial, frame)
+        except SocketSupersededError:  # another socket holds the session's row now
+            await self.disconnected(serial, close=_SUPERSEDED)
+
+    async def _dispatch(self, serial: int, frame: m.SessionClientFrame) -> None:
+        run = self._turns.run
         match frame:
             case m.SessionClientHello():
-                await self._hello(frame)
+                await self._hello(serial, frame)
             case m.SessionClientReadResult():
-                await self._turns.run(lambda out, now: self._read_result(out, now, frame))
+                await run(lambda out, now: self._read_result(out, now, frame), fence=serial)
             case m.SessionClientWriteReady():
-                await self._turns.run(lambda out, now: self._write_ready(out, now, frame))
+                await run(lambda out, now: self._write_ready(out, now, frame), fence=serial)
             case m.SessionClientResult():
-                await self._turns.run(lambda out, now: self._result(out, now, frame))
+                await run(lambda out, now: self._result(out, now, frame), fence=serial)
             case m.SessionClientDialog():
-                await self._turns.run(lambda out, now: self._dialog(out, now, frame))
+                await run(lambda out, now: self._dialog(out, now, frame), fence=serial)
             case m.SessionClientNavigationBlocked():
-                await self._turns.run(lambda out, now: self._navigation_blocked(now, frame))
+                await run(lambda out, now: self._navigation_blocked(now, frame), fence=serial)
             case m.SessionClientError():
                 log.info("extension reported error code=%s", frame.code)
             case _:
                 assert_never(frame)
 
-    async def _hello(self, hello: m.SessionClientHello) -> None:
+    async def _hello(self, serial: int, hello: m.SessionClientHello) -> None:
         if self._epochs != (str(hello.browser_epoch), hello.lease_epoch):
             await self.send(
                 m.SessionServerError(
@@ -422,6 +573,9 @@ class SessionAgent:
                 if decision.has(Effect.HELLO_UNKNOWN):
                     unknown.append(uuid.UUID(command_id))
             session = self.repos.sessions.require(self.session_id)
+            if self._node is not None:  # any node's submit can now see the socket is there
+                self.repos.actors.said_hello(self.key, serial, hello.to_wire_json())
+                out.wake_sessions.add(self.session_id)
             out.frames.append(
                 m.SessionServerHelloAck(
                     type="hello_ack",
@@ -434,7 +588,11 @@ class SessionAgent:
             )
 
         self.hello = hello
-        await self._turns.run(body)
+        try:
+            await self._turns.run(body, fence=serial)
+        except BaseException:
+            self.hello = None
+            raise
         self._ready.set()
 
     def _read_result(self, out: _Outbox, now: float, frame: m.SessionClientReadResult) -> None:
@@ -656,22 +814,81 @@ class SessionAgent:
     async def demote(self) -> None:
         """The session's authority moved (new lease epoch, closing or terminal): drop the socket
         and wake every waiter so it re-reads the durable state."""
-        await self.disconnected(self._serial, close=(CLOSE_NOT_AUTHORITATIVE, "authority moved"))
+        if self._node is not None:
+            await self._demote_shared(self._node)
+        else:
+            await self.disconnected(self._serial, close=_DEMOTED)
         for event in self._events.values():
             event.set()
 
-    async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
-        async with self._turns.lock:
-            if serial != self._serial or self._conn is None:
+    async def _demote_shared(self, node: SharedNode) -> None:
+        """The socket may be on any node: its row is released in one turn, and its node told."""
+        released: list[int] = []
+
+        def body(out: _Outbox, now: float) -> None:
+            row = out.actor
+            assert row is not None  # noqa: S101 - a turn on several nodes locks its row
+            if row.sock_node is None or not self.repos.actors.release_socket(
+                self.key, row.sock_serial
+            ):
                 return
-            conn, self._conn = self._conn, None
-            self.hello = None
-            self._ready.clear()
-        # Reads in flight are lost with the socket; ungranted writes can no longer be granted.
-        await self._turns.run(self._socket_lost)
+            released.append(row.sock_serial)
+            if row.sock_node != node.node_id:
+                node.write_outbox(
+                    self.repos,
+                    key=self.key,
+                    node=row.sock_node,
+                    serial=row.sock_serial,
+                    frames=[],
+                    close=_DEMOTED,
+                )
+            out.actor = replace(row, sock_node=None)
+            self._socket_lost(out, now)
+
+        await self._turns.run(body)
+        for serial in released:
+            await self._drop_local(serial, _DEMOTED)
+
+    async def disconnected(self, serial: int, close: tuple[int, str] | None = None) -> None:
+        conn = await self._drop_local(serial, None)
+        if conn is None:
+            return
+        if self._node is not None:
+            await self._turns.run(lambda out, now: self._lost_if_current(out, now, serial))
+        else:
+            # Reads in flight are lost with the socket; ungranted writes can no longer be granted.
+            await self._turns.run(self._socket_lost)
         if close is not None:
             with contextlib.suppress(Exception):
                 await conn.close(*close)
+
+    async def _drop_local(self, serial: int, close: tuple[int, str] | None) -> Connection | None:
+        """Forget this node's socket `serial` (closing it with `close`); the socket, or None
+        when it was not the current one."""
+        async with self._turns.lock:
+            if serial != self._serial or self._conn is None:
+                return None
+            conn, self._conn = self._conn, None
+            self.hello = None
+            self._ready.clear()
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await conn.close(*close)
+        return conn
+
+    async def socket_lost_elsewhere(self, serial: int) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
+        await self._turns.run(lambda out, now: self._lost_if_current(out, now, serial))
+
+    def _lost_if_current(self, out: _Outbox, now: float, serial: int) -> None:
+        """Several nodes: socket `serial` is gone; if the row still names it, the session has no
+        socket now (else a newer socket superseded it, and its hello settles the journal)."""
+        if not self.repos.actors.release_socket(self.key, serial):
+            return
+        if out.actor is not None:
+            out.actor = replace(out.actor, sock_node=None)
+        out.wake_sessions.add(self.session_id)
+        self._socket_lost(out, now)
 
     def _socket_lost(self, out: _Outbox, now: float) -> None:
         self._settle_open(out, now, Event.SOCKET_LOST)
@@ -682,6 +899,12 @@ class SessionAgent:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(CLOSE_SHUTDOWN, "server shutting down")
+
+
+def _carries_secret(frame: m.SessionServerFrame) -> bool:
+    """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
+    memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
+    return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
 
 
 def _due(row: CommandRow) -> float:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import subprocess
 import sys
@@ -11,14 +10,11 @@ import time
 from typing import TYPE_CHECKING
 
 import httpx
-import psycopg
 import pytest
 
 from tests.backend.conftest import free_port
 from tests.support.pgcluster import PgCluster, find_bin_dir
-from understudy._store._errors import StorageInUseError
 from understudy._store._migrations import LATEST
-from understudy._store._postgres import PostgresStorage
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
@@ -124,46 +120,3 @@ async def test_readyz_is_503_schema_not_current_when_the_database_is_behind_this
     assert reply.status_code == 503
     assert reply.json()["code"] == "schema_not_current"
     assert f"schema version {LATEST - 1}" in reply.json()["detail"]
-
-
-async def test_a_service_that_lost_its_database_to_another_stops_with_code_1(
-    postgresql_url: str, tmp_path: Path
-) -> None:
-    # What a PostgreSQL restart can leave: the service lock's connection ends and a second
-    # service takes the lock before the first takes it again. Two services on one database
-    # would break at-most-once, so the first stops (and says why) within a few seconds.
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("UNDERSTUDY_")}
-    env |= {
-        "UNDERSTUDY_DATA_DIR": str(tmp_path / "data"),
-        "UNDERSTUDY_PORT": str(port),
-        "UNDERSTUDY_DATABASE_URL": postgresql_url,
-    }
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "understudy.cli", "serve"),
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    other = PostgresStorage(postgresql_url, max_size=1)
-    try:
-        await _until_status(f"http://127.0.0.1:{port}", 200, process)
-        for _ in range(5):  # the service's once-a-second check may take the lock back first
-            holder = other.service_holder()
-            assert holder is not None
-            with psycopg.connect(postgresql_url, autocommit=True) as admin:
-                admin.execute("SELECT pg_terminate_backend(%s)", (int(holder.rsplit(" ", 1)[1]),))
-            with contextlib.suppress(StorageInUseError):
-                other.claim_service()
-                break
-        else:
-            pytest.fail("the test never took the service lock")
-        _, stderr = await asyncio.wait_for(process.communicate(), START_S)
-        assert process.returncode == 1
-        assert "understudy: stopped: another Understudy service is using" in stderr.decode()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        other.close()

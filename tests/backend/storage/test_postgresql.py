@@ -23,7 +23,6 @@ from understudy._lock import unlock_data_dir
 from understudy._store import LATEST, SchemaTooNewError, _postgres
 from understudy._store._errors import (
     RetryableConflictError,
-    StorageInUseError,
     StorageUnavailableError,
 )
 from understudy._store._migrations import MIGRATIONS
@@ -201,98 +200,77 @@ def test_a_lock_held_elsewhere_fails_the_turn_after_the_lock_timeout(
         assert r.sessions.require("s1").command_count == 0
 
 
-def test_one_service_per_database_until_it_closes(opened: list[PostgresStorage], url: str) -> None:
-    first, second = open_storage(opened, url), open_storage(opened, url)
+def test_every_serving_process_is_a_node_and_a_closed_one_leaves(
+    opened: list[PostgresStorage], url: str
+) -> None:
+    first = PostgresStorage(url, max_size=2, node_id="node-a")
+    second = PostgresStorage(url, max_size=2, node_id="node-b")
+    opened += [first, second]
+    first.migrate(1.0)
     assert second.service_holder() is None
     first.claim_service()
-    first.claim_service()  # claiming again is a no-op
-    with pytest.raises(StorageInUseError, match="another Understudy service is using"):
-        second.claim_service()
-    holder = second.service_holder()  # what the CLI reports, from any host or data directory
-    assert holder is not None and holder.startswith("PostgreSQL client 127.0.0.1, backend pid")
-    with second.transaction():  # the CLI still works beside the service
-        second.sql.one("SELECT 1 AS one")
+    second.claim_service()  # no refusal: a second node on the same database
+    first.keep_claim()
+    assert first.heartbeat_ok
+    assert second.service_holder() == "nodes node-a, node-b"  # what the CLI reports
     first.close()
-    assert second.service_holder() is None
-    second.claim_service()
+    assert second.service_holder() == "nodes node-b"
 
 
-def _end_claim_connection(storage: PostgresStorage) -> None:
-    """What a PostgreSQL restart does to the service lock: its connection (and the lock) end."""
-    holder = storage.service_holder()
-    assert holder is not None
-    pid = int(holder.rsplit(" ", 1)[1])
-    with psycopg.connect(storage._url, autocommit=True) as admin:
-        # Waits (up to 5 s) until the process has ended, and with it the lock.
-        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
-    assert storage.service_holder() is None
-
-
-def test_a_lost_service_lock_is_taken_again_before_another_service_can(
+def test_a_node_whose_row_was_forgotten_registers_again_on_its_next_heartbeat(
     opened: list[PostgresStorage], url: str
 ) -> None:
-    first, second = open_storage(opened, url), open_storage(opened, url)
-    first.claim_service()
-    first.keep_claim()  # held: nothing to do
-    _end_claim_connection(first)
-    first.keep_claim()
-    assert first.service_holder() is not None
-    with pytest.raises(StorageInUseError):
-        second.claim_service()
+    node = PostgresStorage(url, max_size=2, node_id="node-a")
+    opened.append(node)
+    node.migrate(1.0)
+    node.claim_service()
+    with node.transaction():
+        node.sql.run("DELETE FROM nodes")
+    assert node.service_holder() is None
+    node.keep_claim()
+    assert node.service_holder() == "nodes node-a"
 
 
-def test_a_lock_still_held_by_the_ending_process_of_the_lost_connection_is_waited_for(
+def test_a_heartbeat_that_cannot_reach_the_server_is_reported_not_raised(
     opened: list[PostgresStorage], url: str
 ) -> None:
-    first = open_storage(opened, url)
-    first.claim_service()
-    holder = first.service_holder()
-    assert holder is not None
-    assert first._claim is not None
-    # The client side of the connection is gone, its server process (busy, so it does not see
-    # the close yet) and the lock not yet.
-    first._claim.pgconn.send_query(b"SELECT pg_sleep(30)")
-    first._claim.pgconn.finish()
-    first.keep_claim()  # no StorageInUseError: the holder is our own old process
-    assert first.service_holder() == holder
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (int(holder.rsplit(" ", 1)[1]),))
-    first.keep_claim()
-    assert first.service_holder() not in (None, holder)
+    node = PostgresStorage(url, max_size=2, node_id="node-a")
+    opened.append(node)
+    node.migrate(1.0)
+    node.claim_service()
+    with node.transaction():
+        node.sql.run("DROP TABLE nodes")  # every heartbeat statement now fails
+    node.keep_claim()
+    assert not node.heartbeat_ok
 
 
-def test_a_service_whose_lock_another_took_meanwhile_is_told_to_stop(
-    opened: list[PostgresStorage], url: str
-) -> None:
-    first, second = open_storage(opened, url), open_storage(opened, url)
-    first.claim_service()
-    _end_claim_connection(first)
-    second.claim_service()  # the gap a restart leaves
-    with pytest.raises(StorageInUseError, match="another Understudy service is using"):
-        first.keep_claim()
-
-
-def test_installations_in_two_schemas_of_one_database_do_not_block_each_other(
+def test_installations_in_two_schemas_of_one_database_see_only_their_own_nodes(
     pg_cluster: PgCluster, opened: list[PostgresStorage], url: str
 ) -> None:
     other = pg_cluster.create_schema(f"engine_{uuid.uuid4().hex[:12]}")
-    mine, theirs = open_storage(opened, url), open_storage(opened, other)
-    mine.claim_service()
-    theirs.claim_service()
-    assert theirs.service_holder() is not None and mine.service_holder() is not None
+    mine = PostgresStorage(url, max_size=2, node_id="mine")
+    theirs = PostgresStorage(other, max_size=2, node_id="theirs")
+    opened += [mine, theirs]
+    for storage in (mine, theirs):
+        storage.migrate(1.0)
+        storage.claim_service()
+    assert mine.service_holder() == "nodes mine"
+    assert theirs.service_holder() == "nodes theirs"
 
 
-def test_a_second_service_on_the_database_is_refused_at_start_up(url: str, tmp_path: Path) -> None:
+def test_a_second_service_on_the_database_starts_as_another_node(url: str, tmp_path: Path) -> None:
     settings = replace(Settings(), data_dir=tmp_path / "node-a", database_url=url)
     first = build_services(settings)
+    second = build_services(replace(settings, data_dir=tmp_path / "node-b"))
     try:
-        with pytest.raises(StorageInUseError):
-            build_services(replace(settings, data_dir=tmp_path / "node-b"))
+        assert first.node is not None and second.node is not None
+        assert first.node.node_id != second.node.node_id
     finally:
-        first.db.close()
-        first.telemetry.close()
-        if first.data_dir_lock is not None:
-            unlock_data_dir(first.data_dir_lock)
+        for services in (first, second):
+            services.db.close()
+            services.telemetry.close()
+            if services.data_dir_lock is not None:
+                unlock_data_dir(services.data_dir_lock)
 
 
 def test_the_change_marker_moves_when_another_process_revokes(
@@ -361,12 +339,13 @@ def test_understudy_migrate_uses_the_database_url(
     assert not (tmp_path / "data" / "understudy.db").exists(), "no SQLite file on the side"
     assert main(["keys", "create", "--tenant", "acme", "--actor", "bot"]) == 0
     capsys.readouterr()
-    service = PostgresStorage(url, max_size=1)  # a service elsewhere, on another data directory
+    # A service elsewhere, on another data directory.
+    service = PostgresStorage(url, max_size=1, node_id="node-a")
     try:
         with service.read() as r:
             assert [k.tenant for k in r.api_keys.all()] == ["acme"]
         service.claim_service()
         assert main(["status"]) == 0
-        assert "service: running (PostgreSQL client 127.0.0.1" in capsys.readouterr().out
+        assert "service: running (nodes node-a)" in capsys.readouterr().out
     finally:
         service.close()

@@ -381,6 +381,7 @@ def test_the_runbook_lists_every_setting_with_its_default() -> None:
         "sqlite_group_commit": f"`{str(defaults.sqlite_group_commit).lower()}`",
         "telemetry_path": "unset",
         "database_url": "unset",
+        "node_id": "unset",
         "log_format": f"`{defaults.log_format}`",
         "connection_limits": "`{}`",
     }

@@ -209,6 +209,46 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         );
         """,
     ),
+    (
+        7,
+        "nodes: actor rows (turn lock, socket authority, timer), the outbox, the node registry",
+        """
+        CREATE TABLE actors (
+            actor_key TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            tenant TEXT NOT NULL DEFAULT '',
+            ident TEXT NOT NULL DEFAULT '',
+            due_at REAL,
+            sock_node TEXT,
+            sock_serial INTEGER NOT NULL DEFAULT 0,
+            browser_epoch TEXT,
+            lease_epoch INTEGER,
+            hello TEXT,
+            hello_serial INTEGER NOT NULL DEFAULT 0,
+            outbox_seq INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX actors_due ON actors (due_at);
+        CREATE INDEX actors_sock_node ON actors (sock_node);
+        CREATE TABLE outbox (
+            actor_key TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            node_id TEXT NOT NULL,
+            serial INTEGER NOT NULL,
+            frames TEXT NOT NULL,
+            close_code INTEGER,
+            close_reason TEXT,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (actor_key, seq)
+        );
+        CREATE INDEX outbox_node ON outbox (node_id, actor_key, seq);
+        CREATE TABLE nodes (
+            node_id TEXT PRIMARY KEY,
+            started_at REAL NOT NULL,
+            heartbeat_at REAL NOT NULL,
+            stopped_at REAL
+        );
+        """,
+    ),
 )
 
 LATEST = MIGRATIONS[-1][0]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from understudy._store._sql import Dialect
     from understudy._store.close_requests import CloseRequest
+    from understudy._store.cluster import SqlActors, SqlNodes, SqlOutbox
     from understudy._store.commands import CommandOutcome, CommandRow, NewCommand
     from understudy._store.credentials import ApiKey, Device
     from understudy._store.operators import OperatorToken
@@ -430,6 +431,13 @@ class Repositories(Protocol):
     def dialogs(self) -> SeenRecordRepository: ...
     @property
     def blocked(self) -> SeenRecordRepository: ...
+    # The rows of several nodes (`cluster.py`): one portable implementation serves every engine.
+    @property
+    def actors(self) -> SqlActors: ...
+    @property
+    def outbox(self) -> SqlOutbox: ...
+    @property
+    def nodes(self) -> SqlNodes: ...
 
 
 class Storage(Protocol):

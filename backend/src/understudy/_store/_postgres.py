@@ -24,7 +24,10 @@ transaction is rolled back when the error leaves the block.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import secrets
+import socket
 import threading
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any, Final, cast
@@ -34,14 +37,13 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.adapt import Dumper
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from understudy._store import _migrations
 from understudy._store._db import Database
 from understudy._store._errors import (
     ConflictError,
     RetryableConflictError,
-    StorageInUseError,
     StorageUnavailableError,
 )
 from understudy._store._sql import POSTGRESQL, Dialect
@@ -60,10 +62,9 @@ Connection = psycopg.Connection[dict[str, Any]]
 # Advisory lock keys: (a fixed number per purpose, a hash of the schema), so two installations
 # in two schemas of one database do not block each other.
 _MIGRATION_LOCK: Final = 0x5573_0001
-_SERVICE_LOCK: Final = 0x5573_0002
 log = logging.getLogger(__name__)
-_KEY: Final = "%s, hashtext(current_schema())"
-CLAIM_CONNECT_S: Final = 2  # seconds to reach PostgreSQL for the service lock (it runs on the loop)
+# A node whose heartbeat is older than this is gone: other nodes take its sockets and timers.
+NODE_DEAD_AFTER_S: Final = 5.0
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
 # A statement waits at most this long for a row lock another process holds: the wait blocks the
@@ -83,6 +84,12 @@ class _BoolAsInteger(Dumper):
 def _configure(conn: Connection) -> None:
     conn.adapters.register_dumper(bool, _BoolAsInteger)
     conn.execute(f"SET lock_timeout = {int(LOCK_TIMEOUT_MS)}")
+
+
+def generated_node_id() -> str:
+    """A node id for a process that was given none: its host, its pid and a random suffix."""
+    host = "".join(c if c.isalnum() or c in "-_." else "-" for c in socket.gethostname())
+    return f"{host[:40] or 'node'}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
 def redacted(url: str) -> str:
@@ -193,12 +200,16 @@ class PostgresStorage:
             transaction never spans an await); more serve other threads (the CLI, tests).
     """
 
-    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+    def __init__(
+        self, url: str, *, max_size: int = POOL_MAX_SIZE, node_id: str | None = None
+    ) -> None:
         self._url = url
         self.where = redacted(url)
-        self._claim: psycopg.Connection[Any] | None = None  # see claim_service()
-        self._claimed = False  # claim_service() succeeded once: keep_claim() keeps it
-        self._claim_pid: int | None = None  # the server process that holds (or held) the lock
+        self.url = url
+        self.node_id = node_id or generated_node_id()
+        self._claimed = False  # claim_service() registered the node: keep_claim() heartbeats
+        self.heartbeat_ok = False  # the last heartbeat reached the database
+        self._registered = False  # the node's row was written once
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -316,80 +327,54 @@ class PostgresStorage:
             return self.sql.one(_CHANGE_MARKER)
 
     def claim_service(self) -> None:
-        """Hold a session advisory lock on a connection of its own for as long as this is open.
+        """Register this process as a node (`nodes`): several nodes share one database.
 
-        One node per database until turns are locked in the database itself: a second
-        `understudy serve` on the same database is refused at start-up. The lock goes with the
-        connection (at `close()`, or when the server sees the process die).
+        Turns lock their actor's row in the database itself (`cluster.SqlActors.lock`), so a
+        second `understudy serve` on the same database is another node, not a conflict.
         """
-        if self._claim is not None:
-            return
-        conn = psycopg.connect(self._url, autocommit=True, connect_timeout=CLAIM_CONNECT_S)
-        row = conn.execute(f"SELECT pg_try_advisory_lock({_KEY})", (_SERVICE_LOCK,)).fetchone()
-        if row is None or not row[0]:
-            conn.close()
-            raise StorageInUseError(
-                f"another Understudy service is using the PostgreSQL database at {self.where}; "
-                "one service per database: stop the other one first"
-            )
-        self._claim = conn
-        self._claim_pid = conn.info.backend_pid
         self._claimed = True
+        # Before the first migration there is no `nodes` table yet: the service registers once
+        # it migrated (its first `keep_claim`), before it accepts any socket.
+        self.keep_claim()
 
     def keep_claim(self) -> None:
-        """Check the service lock is still held, and take it again if its connection was lost.
+        """Heartbeat this node once a second (`nodes.heartbeat_at`, on the server's clock).
 
-        A restart of PostgreSQL ends the lock's connection and with it the lock: from then on
-        a second service could start on the database. The service calls this once a second.
-        While PostgreSQL is unreachable it returns (readiness reports the database); once it is
-        back, the lock is taken again before anyone else can, or this service must stop.
-
-        Raises:
-            StorageInUseError: another service took the database while the lock was lost.
+        While PostgreSQL is unreachable the heartbeat fails (readiness and `/metrics` report
+        it, and other nodes take this one's sockets over once it is older than a few seconds);
+        once it is back, the node row is written again.
         """
         if not self._claimed:
             return
-        if self._claim is not None:
-            try:
-                self._claim.execute("SELECT 1")
-                return
-            except psycopg.Error:
-                with suppress(psycopg.Error):
-                    self._claim.close()
-                self._claim = None
-                log.warning("the connection holding the PostgreSQL service lock was lost")
         try:
-            self.claim_service()
-        except psycopg.OperationalError:
-            return  # still unreachable: the next check tries again
-        except StorageInUseError:
-            with self.read():
-                row = self.sql.one(_SERVICE_HOLDER, {"purpose": _SERVICE_LOCK})
-            if row is not None and row["pid"] == self._claim_pid:
-                return  # our old connection's server process is still ending: try again soon
-            raise
-        log.warning("the PostgreSQL service lock is held again")
+            with self.transaction() as repos:
+                if not repos.nodes.heartbeat(self.node_id):
+                    # The first heartbeat registers; a later one finds the row gone only when
+                    # another node forgot this one as long gone: it comes back.
+                    repos.nodes.register(self.node_id)
+                    if self._registered:
+                        log.warning("node %s was taken for gone; registered again", self.node_id)
+                    self._registered = True
+        except (psycopg.Error, PoolTimeout):
+            if self.heartbeat_ok:
+                log.warning("node %s: the heartbeat failed", self.node_id, exc_info=True)
+            self.heartbeat_ok = False
+            return
+        self.heartbeat_ok = True
 
     def service_holder(self) -> str | None:
-        """Who holds the service lock (`PostgreSQL client 10.0.0.5, backend pid N`), or None."""
-        with self.read():
-            row = self.sql.one(_SERVICE_HOLDER, {"purpose": _SERVICE_LOCK})
-        if row is None:
-            return None
-        return (
-            f"PostgreSQL client {row['client'] or 'on the local socket'}, backend pid {row['pid']}"
-        )
+        """The live nodes on this database (`nodes a, b`), or None when none heartbeats."""
+        with self.read() as repos:
+            alive = repos.nodes.alive(NODE_DEAD_AFTER_S)
+        return f"nodes {', '.join(alive)}" if alive else None
 
     def close(self) -> None:
+        if self._claimed:
+            self._claimed = False
+            # Other nodes take this node's sockets over at once, not a heartbeat timeout later.
+            with suppress(psycopg.Error, PoolTimeout), self.transaction() as repos:
+                repos.nodes.stopped(self.node_id)
         self._pool.close()
-        self._claimed = False
-        if self._claim is not None:
-            claim, self._claim = self._claim, None
-            # Released before close() returns: the server ends a closed session a moment later,
-            # and a service restarting at once would find its own old lock still held.
-            with suppress(psycopg.Error):
-                claim.execute(f"SELECT pg_advisory_unlock({_KEY})", (_SERVICE_LOCK,))
-            claim.close()
 
 
 _CHANGE_MARKER: Final = (
@@ -425,10 +410,12 @@ class PostgresDatabase(Database):
     legacy statements still written for sqlite3 (`?` markers) run through `query`/`one`/`execute`.
     """
 
-    def __init__(self, url: str, *, max_size: int = POOL_MAX_SIZE) -> None:
+    def __init__(
+        self, url: str, *, max_size: int = POOL_MAX_SIZE, node_id: str | None = None
+    ) -> None:
         # No Database.__init__: there is no SQLite file. Everything it would set that callers
         # read is set here.
-        self._pg = PostgresStorage(url, max_size=max_size)
+        self._pg = PostgresStorage(url, max_size=max_size, node_id=node_id)
         self.path = self._pg.where
         self.synchronous = "FULL"
         self.group_commit = False
@@ -474,18 +461,6 @@ class PostgresDatabase(Database):
 
     def close(self) -> None:
         self._pg.close()
-
-
-# The session holding the service lock: pg_locks shows a two-key advisory lock as (classid,
-# objid) = (key1, key2), objsubid 2; an int4 key is compared as the oid it is stored as.
-_SERVICE_HOLDER: Final = (
-    "SELECT host(a.client_addr) AS client, l.pid FROM pg_locks AS l "
-    "JOIN pg_stat_activity AS a ON a.pid = l.pid "
-    "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 "
-    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND l.classid = CAST(:purpose AS integer)::oid "
-    "AND l.objid = hashtext(current_schema())::oid"
-)
 
 
 if TYPE_CHECKING:

@@ -56,6 +56,14 @@ class Dialect:
     paramstyle: str  # "named" (`:name`, sqlite3) or "pyformat" (`%(name)s`, psycopg)
     has_least: bool  # a scalar LEAST(a, b); SQLite has none (its two-argument MIN is not portable)
     ddl_types: tuple[tuple[str, str], ...] = ()  # column type names to rewrite in migrations
+    # The database server's own wall clock in unix seconds: nodes' heartbeats are compared on one
+    # clock, whatever the clocks of their hosts say.
+    epoch_now: str = "(julianday('now') - 2440587.5) * 86400.0"
+    # Row locks: what a SELECT adds to lock its rows without waiting (or to skip locked ones).
+    # SQLite has one writer at a time, so a transaction already holds every row it reads.
+    lock_nowait: str = ""
+    skip_locked: str = ""
+    notifies: bool = False  # whether the engine has LISTEN/NOTIFY (pg_notify)
 
     def render(self, sql: str) -> str:
         """The statement in the driver's parameter style (named `:name` in the source).
@@ -93,6 +101,10 @@ POSTGRESQL = Dialect(
     paramstyle="pyformat",
     has_least=True,
     ddl_types=(("REAL", "DOUBLE PRECISION"), ("BLOB", "BYTEA")),
+    epoch_now="EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION",
+    lock_nowait=" FOR UPDATE NOWAIT",
+    skip_locked=" FOR UPDATE SKIP LOCKED",
+    notifies=True,
 )
 
 

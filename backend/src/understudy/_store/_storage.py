@@ -10,6 +10,7 @@ from understudy._store import _migrations
 from understudy._store._ports import Storage
 from understudy._store.blocked import repository as blocked_repository
 from understudy._store.close_requests import SqlCloseRequests
+from understudy._store.cluster import SqlActors, SqlNodes, SqlOutbox
 from understudy._store.commands import SqlCommands
 from understudy._store.credentials import SqlApiKeys, SqlDevices
 from understudy._store.dialogs import repository as dialog_repository
@@ -72,6 +73,18 @@ class SqlRepositories:
     @cached_property
     def close_requests(self) -> SqlCloseRequests:
         return SqlCloseRequests(self._sql)
+
+    @cached_property
+    def actors(self) -> SqlActors:
+        return SqlActors(self._sql)
+
+    @cached_property
+    def outbox(self) -> SqlOutbox:
+        return SqlOutbox(self._sql)
+
+    @cached_property
+    def nodes(self) -> SqlNodes:
+        return SqlNodes(self._sql)
 
     @cached_property
     def dialogs(self) -> SeenRecords:

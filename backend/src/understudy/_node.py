@@ -1,0 +1,281 @@
+"""This process as one node of several on one PostgreSQL database.
+
+PostgreSQL is the source of truth and the lock manager; nothing here votes or elects:
+
+- **Registry.** The node's row in `nodes` is written at start-up and heartbeated once a second
+  (`ClaimWatch` → `PostgresStorage.keep_claim`, on the server's clock). A node whose heartbeat is
+  older than `NODE_DEAD_AFTER_S`, or that stopped, is gone.
+- **Delivery.** A turn that decides frames for a socket another node holds writes them as outbox
+  rows in its own transaction and notifies `o:<node>` on this deployment's channel (delivered on
+  commit). Each node LISTENs on one connection of its own, in a thread that hands notifications
+  to the event loop, and drains its rows (under the actor's local lock, in `seq` order); it also
+  polls every `POLL_S` in case a notification was missed, so a notification is never the only
+  copy. A row whose socket serial no longer matches is dropped: the device resends on hello.
+- **Wake-ups.** A turn that changed what a waiter waits for (a command outcome, a session
+  leaving provisioning, a session socket's hello) notifies `w:<node>:<session>`; every other
+  node's waiters for that session re-read. Waiters also re-read every `_turns.WAIT_FALLBACK_S`.
+- **Timers.** An actor's earliest due time is a column of its row, written by its turns. Each
+  node keeps its local timer (exact), and every `POLL_S` takes rows due for `TAKE_MARGIN_S`
+  already (`FOR UPDATE SKIP LOCKED`): those of a node that is gone, or of an actor whose last
+  turn ran elsewhere. Turn bodies for deadlines are state-based, so a second firing does nothing.
+- **Losing a node.** Every `REAP_S`, each node looks for actors whose socket a gone node held and
+  runs, for each, the turn a disconnect runs (the row lock makes two nodes doing so harmless),
+  then drops the gone nodes' outbox rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import threading
+from typing import TYPE_CHECKING, Final, Protocol
+
+import psycopg
+
+from understudy._store._postgres import NODE_DEAD_AFTER_S
+
+if TYPE_CHECKING:
+    from understudy._clock import Clock
+    from understudy._store._ports import Repositories
+    from understudy._store._postgres import PostgresStorage
+    from understudy._store.cluster import ActorRef, OutboxRow
+
+log = logging.getLogger(__name__)
+
+POLL_S: Final = 0.5  # outbox and timer poll, in case a notification was missed
+REAP_S: Final = 1.0  # looking for sockets of gone nodes
+TAKE_MARGIN_S: Final = 1.0  # a due row is taken by any node once it is this late
+TAKE_HOLD_S: Final = 5.0  # a taken row is left alone this long while its turn runs
+LISTEN_RETRY_S: Final = 1.0
+
+
+class NodeHost(Protocol):
+    """What the node asks of the process's actors (the `Services` registry)."""
+
+    async def deliver_outbox(self, key: str) -> None:
+        """Drain this node's outbox rows for actor `key` onto its local socket."""
+        ...
+
+    def wake_session(self, session_id: str) -> None:
+        """Waiters for `session_id` on this node re-read."""
+        ...
+
+    async def fire_timer(self, ref: ActorRef) -> None:
+        """Run the actor's timer turn (making the actor if needed)."""
+        ...
+
+    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
+        """The socket `serial` of the actor was held by a gone node: run its disconnect turn."""
+        ...
+
+
+def channel_for(storage: PostgresStorage) -> str:
+    """The notification channel of one deployment: channels are per database, so the schema
+    (two deployments, or two tests, in one database) is part of the name."""
+    with storage.read():
+        found = storage.sql.one("SELECT current_schema() AS schema")
+    schema = str(found["schema"]) if found is not None else "public"
+    return "understudy_" + hashlib.sha256(schema.encode()).hexdigest()[:16]
+
+
+class SharedNode:
+    """The node's side of delivery, wake-ups, timers and takeover (see the module docstring).
+
+    Args:
+        storage: the PostgreSQL storage (its `node_id` is this node's).
+        clock: the actors' clock, for due times.
+    """
+
+    def __init__(self, storage: PostgresStorage, clock: Clock) -> None:
+        self._storage = storage
+        self._clock = clock
+        self.node_id = storage.node_id
+        self.channel = channel_for(storage)
+        self._host: NodeHost | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain_wanted = asyncio.Event()
+        self.listening = False  # the LISTEN connection is up
+        # Counters for `/metrics`.
+        self.lock_busy = 0  # turns that found their actor's row held by another node
+        self.outbox_written = 0
+        self.outbox_delivered = 0
+        self.outbox_dropped = 0
+        self.timers_taken = 0
+        self.sockets_taken_over = 0
+
+    @property
+    def healthy(self) -> bool:
+        return self.listening and self._storage.heartbeat_ok
+
+    # -- in a turn's transaction -----------------------------------------------------------------
+
+    def notify_wake(self, repos: Repositories, session_id: str) -> None:
+        repos.outbox.notify(self.channel, f"w:{self.node_id}:{session_id}")
+
+    def write_outbox(
+        self,
+        repos: Repositories,
+        *,
+        key: str,
+        node: str,
+        serial: int,
+        frames: list[str],
+        close: tuple[int, str] | None = None,
+    ) -> None:
+        """Frames (and a close) for socket `serial` of `key`, held by `node`; sent after commit."""
+        seq = repos.actors.bump_outbox(key)
+        repos.outbox.add(
+            key=key,
+            seq=seq,
+            node=node,
+            serial=serial,
+            frames=frames,
+            close=close,
+            now=self._clock.now(),
+        )
+        repos.outbox.notify(self.channel, f"o:{node}")
+        self.outbox_written += 1
+
+    def take_outbox(self, repos: Repositories, key: str) -> list[OutboxRow]:
+        """This node's rows for `key`, removed (the caller holds the actor's local lock)."""
+        return repos.outbox.take(self.node_id, key)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self, host: NodeHost) -> None:
+        self._host = host
+        self._loop = asyncio.get_running_loop()
+        self._stopping.clear()
+        self._thread = threading.Thread(
+            target=self._listen, name=f"understudy-listen-{self.node_id}", daemon=True
+        )
+        self._thread.start()
+        self._tasks = [
+            self._loop.create_task(self._poll()),
+            self._loop.create_task(self._reap_loop()),
+        ]
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join, 5.0)
+            self._thread = None
+        self.listening = False
+
+    # -- the LISTEN connection (a thread) --------------------------------------------------------
+
+    def _listen(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(self._storage.url, autocommit=True, connect_timeout=5) as conn:
+                    conn.execute(f"LISTEN {self.channel}")
+                    self.listening = True
+                    self._handoff("o:" + self.node_id)  # rows written while it was down
+                    while not self._stopping.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            self._handoff(note.payload)
+                        conn.execute("SELECT 1")  # a dead connection shows here, not silently
+            except psycopg.Error:
+                if self.listening:
+                    log.warning("node %s: the LISTEN connection was lost", self.node_id)
+                self.listening = False
+                self._stopping.wait(LISTEN_RETRY_S)
+        self.listening = False
+
+    def _handoff(self, payload: str) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._notified, payload)
+
+    def _notified(self, payload: str) -> None:
+        kind, _, rest = payload.partition(":")
+        if kind == "o":
+            if rest == self.node_id:
+                self._drain_wanted.set()
+        elif kind == "w":
+            origin, _, session_id = rest.partition(":")
+            if origin != self.node_id and self._host is not None:
+                self._host.wake_session(session_id)
+
+    # -- polling ---------------------------------------------------------------------------------
+
+    async def _poll(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await self._drain_wanted.wait()
+            self._drain_wanted.clear()
+            try:
+                await self.drain()
+                await self.take_timers()
+            except Exception:  # the next poll retries; a failure must not end the loop
+                log.exception("node %s: the outbox or timer poll failed", self.node_id)
+
+    async def drain(self) -> None:
+        """Deliver every outbox row waiting for this node."""
+        host = self._host
+        if host is None:
+            return
+        with self._storage.read() as repos:
+            keys = repos.outbox.keys_for(self.node_id)
+        for key in keys:
+            await host.deliver_outbox(key)
+
+    async def take_timers(self) -> None:
+        """Run the timer turns of actors due for `TAKE_MARGIN_S` that no other node holds."""
+        host = self._host
+        if host is None:
+            return
+        with self._storage.transaction() as repos:
+            taken = repos.actors.take_due(self._clock.now() - TAKE_MARGIN_S, TAKE_HOLD_S)
+        for ref in taken:
+            self.timers_taken += 1
+            try:
+                await host.fire_timer(ref)
+            except Exception:
+                log.exception("node %s: a taken timer's turn failed", self.node_id)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REAP_S)
+            try:
+                await self.reap()
+            except Exception:
+                log.exception("node %s: taking over gone nodes failed", self.node_id)
+
+    async def take_back(self) -> None:
+        """At start-up: sockets this node id held in an earlier run are gone with that run."""
+        host = self._host
+        if host is None:
+            return
+        with self._storage.read() as repos:
+            held = repos.actors.held_by(self.node_id)
+        for ref, serial in held:
+            await host.socket_lost(ref, serial)
+
+    async def reap(self) -> None:
+        """Take over the sockets of gone nodes (their timers are rows any node takes anyway)."""
+        host = self._host
+        if host is None or not self._storage.heartbeat_ok:
+            return  # a node that cannot heartbeat may be the one cut off: it takes nothing
+        with self._storage.read() as repos:
+            lost = repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+        for ref, serial in lost:
+            self.sockets_taken_over += 1
+            await host.socket_lost(ref, serial)
+        with self._storage.transaction() as repos:
+            self.outbox_dropped += repos.outbox.drop_for_dead_nodes(NODE_DEAD_AFTER_S)
+            repos.nodes.forget_stopped(3600.0)
