@@ -247,11 +247,17 @@ async def run(
                     for name in order:
                         phase = await engines[name].phase(level, total, warmup)
                         phase["round"] = round_
+                        latency = phase["latency_ms"]
                         log(
                             f"engines: round {round_ + 1} {name:<22} {level:>3} sessions: "
-                            f"p50 {phase['latency_ms']['p50']:.2f} ms, "
-                            f"p99 {phase['latency_ms']['p99']:.2f} ms, "
+                            f"p50 {latency.get('p50', math.nan):.2f} ms, "
+                            f"p99 {latency.get('p99', math.nan):.2f} ms, "
                             f"{phase['commands_per_s']:.0f} writes/s"
+                            + (
+                                ""
+                                if phase["statuses"] == {"200": total}
+                                else f"; statuses {phase['statuses']}"
+                            )
                         )
         finally:
             reports = {}
