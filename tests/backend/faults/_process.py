@@ -207,6 +207,11 @@ class ServerProcess:
         """Whether a started process is still running."""
         return self._process is not None and self._process.returncode is None
 
+    def send_signal(self, signum: int) -> None:
+        """Send a signal to the serving process (`SIGSTOP`/`SIGCONT`: a node paused)."""
+        assert self._process is not None, "not started"
+        self._process.send_signal(signum)
+
     async def kill(self) -> None:
         """SIGKILL the serving process (a node lost), and wait until it is gone."""
         assert self._process is not None, "not started"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.backend.faults._caller import Answer, check_final, drive
-from tests.backend.faults._harness import open_session, write
+from tests.backend.faults._harness import open_session, read, write
 from tests.backend.multinode_faults._deployment import three_nodes
 from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
@@ -136,3 +136,71 @@ async def _get(nodes: Deployment, node: int | None, path: str, session_id: str) 
     async with nodes.client(node) as http:
         response = await http.get(f"/v1/sessions/{session_id}/{path}".rstrip("/"))
     return response.status_code, response.json()
+
+
+async def test_a_granted_write_whose_node_died_turns_unknown_at_its_deadline_on_another_node(
+    multinode_template: Template, pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    """The grant's deadline is a timer of the session's row. The node that granted (the session
+    socket's, node 1) dies with the write started and no result; the tab does not come back in
+    time. Another node takes the due timer over and decides `command_outcome_unknown` at the
+    deadline (25 s), the caller on node 0 hears it, and once the tab reconnects its journal entry
+    is answered as unknown (never run again) and the session answers reads; its writes stay
+    blocked (`unknown_outcome`), as on one node."""
+    credentials = multinode_template.credentials
+    caller: asyncio.Task[Answer] | None = None
+    async with three_nodes(multinode_template, pg_cluster, tmp_path) as nodes:
+        device = RoamingDevice(
+            nodes.url,
+            credentials.devices["sim-3"],
+            device_node=_address(nodes, 2),
+            session_node=_address(nodes, 1),
+        )
+        try:
+            async with nodes.client(0) as http:
+                await device.connect()
+                session_id, lease = await open_session(http, device)
+                device.behaviour.execute = "crash_after_start"  # ran; its result never leaves
+                body = write("type")
+                command_id = body["commandId"]
+                caller = asyncio.create_task(drive(http, session_id, body, budget_s=60))
+                await device.wait_for(lambda: lease.journal.get(command_id) == "started")
+                granted_at = time.monotonic()
+                device.roam = False  # the tab stays away past the deadline
+                device.behaviour.open_session_sockets = False
+                await nodes.kill(1)
+                final = await caller
+                settled_s = time.monotonic() - granted_at
+
+                device.behaviour = type(device.behaviour)()  # the tab is back, healthy
+                device.roam = True
+                acks = sum(isinstance(f, m.SessionServerHelloAck) for f in lease.session_frames)
+                await device.request_ticket(lease)
+                await device.wait_for(
+                    lambda: (
+                        sum(isinstance(f, m.SessionServerHelloAck) for f in lease.session_frames)
+                        > acks
+                    ),
+                    within=30,
+                )
+                following = await drive(http, session_id, read("snapshot"), budget_s=30)
+                durable = await _get(nodes, 2, f"commands/{command_id}", session_id)
+                state = await _get(nodes, 2, "", session_id)
+        finally:
+            if caller is not None:
+                caller.cancel()
+            await device.stop()
+
+    FIGURES.run(
+        "node-loss", "granting-node/deadline-taken-over", [final, following], device.executions
+    )
+    FIGURES.took("unknown decided after the grant (deadline 25 s)", settled_s)
+    check_final(final, device.executions)
+    check_final(following, device.executions, write=False)
+    assert final.label == "409 command_outcome_unknown", final.trail
+    assert settled_s >= 20, settled_s  # decided by the deadline, not by the socket's loss
+    assert device.executions == {command_id: 1}
+    assert command_id not in lease.journal  # the new socket's hello was told it is unknown
+    assert durable == (409, final.body)
+    assert following.label == "200 succeeded", following.trail
+    assert (state[1]["status"], state[1]["writesBlocked"]) == ("connected", True), state
