@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 NODES = 3
 NGINX_LABEL = "three-nodes"
+# How long a step that crosses nodes (a provision, a grant) may take on a loaded 2-core machine
+# before a test gives up on it; far above what it takes (well under a second).
+SETTLE_S = 20.0
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import pytest
 from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._harness import PLAINTEXT, leaks, open_session, write
 from tests.backend.faults.test_backend_crash_points import EXPECTED, JOURNAL_AT_CRASH
-from tests.backend.multinode_faults._deployment import three_nodes
+from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
 from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy.generated import models as m
@@ -57,7 +57,7 @@ async def test_a_node_killed_after_a_write_step_leaves_the_write_run_at_most_onc
         try:
             async with nodes.client(0) as direct, nodes.client() as balanced:
                 await device.connect()
-                session_id, lease = await open_session(direct, device)
+                session_id, lease = await open_session(direct, device, within=SETTLE_S)
                 assert device.where(session_id) == doomed
                 body = write("fill_secret")
                 command_id = body["commandId"]
@@ -126,7 +126,7 @@ async def test_the_node_that_commits_a_write_step_across_nodes_is_killed_and_the
         try:
             async with nodes.client(0) as direct, nodes.client(2) as clean:
                 await device.connect()
-                session_id, lease = await open_session(direct, device)
+                session_id, lease = await open_session(direct, device, within=SETTLE_S)
                 body = write("fill_secret")
                 command_id = body["commandId"]
                 caller = asyncio.create_task(

@@ -22,7 +22,7 @@ import pytest
 
 from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._harness import open_session, read, write
-from tests.backend.multinode_faults._deployment import three_nodes
+from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
 from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy.generated import models as m
@@ -63,7 +63,7 @@ async def test_losing_one_node_of_a_write_in_flight_runs_it_once_and_tells_the_c
         try:
             async with nodes.client(CALLER_NODE) as direct, nodes.client() as balanced:
                 await device.connect()
-                session_id, lease = await open_session(direct, device)
+                session_id, lease = await open_session(direct, device, within=SETTLE_S)
                 assert device.where("device") == _address(nodes, DEVICE_NODE)
                 assert device.where(session_id) == _address(nodes, SESSION_NODE)
                 device.behaviour.execute = "hold_result"
@@ -159,12 +159,14 @@ async def test_a_granted_write_whose_node_died_turns_unknown_at_its_deadline_on_
         try:
             async with nodes.client(0) as http:
                 await device.connect()
-                session_id, lease = await open_session(http, device)
+                session_id, lease = await open_session(http, device, within=SETTLE_S)
                 device.behaviour.execute = "crash_after_start"  # ran; its result never leaves
                 body = write("type")
                 command_id = body["commandId"]
                 caller = asyncio.create_task(drive(http, session_id, body, budget_s=60))
-                await device.wait_for(lambda: lease.journal.get(command_id) == "started")
+                await device.wait_for(
+                    lambda: lease.journal.get(command_id) == "started", within=SETTLE_S
+                )
                 granted_at = time.monotonic()
                 device.roam = False  # the tab stays away past the deadline
                 device.behaviour.open_session_sockets = False

@@ -18,7 +18,7 @@ import pytest
 
 from tests.backend.faults._caller import check_final, drive
 from tests.backend.faults._harness import open_session, write
-from tests.backend.multinode_faults._deployment import three_nodes
+from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
 from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy._store._postgres import NODE_DEAD_AFTER_S
@@ -49,7 +49,7 @@ async def test_a_paused_node_past_the_dead_node_timeout_leaves_its_sessions_usab
         try:
             async with nodes.client(0) as direct, nodes.client() as balanced:
                 await device.connect()
-                session_id, _ = await open_session(direct, device)
+                session_id, _ = await open_session(direct, device, within=SETTLE_S)
                 before = await drive(balanced, session_id, write("click"))
                 nodes[0].send_signal(signal.SIGSTOP)
                 try:
