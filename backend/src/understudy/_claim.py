@@ -1,11 +1,12 @@
-"""Keeping this process the database's one service while it runs.
+"""Keeping this process's claim on its database while it runs.
 
-Actors keep their turns one at a time in memory, so two services on one database would break the
-at-most-once promise. At start-up the storage claims the database (`Storage.claim_service`); on
-PostgreSQL that claim is an advisory lock on a connection of its own, and a restart of PostgreSQL
-ends it. `ClaimWatch` checks the claim once a second and takes it again when it was lost; if
-another service took the database meanwhile, this one stops serving (`on_lost`) and the CLI exits
-with code 1 — the second service then runs alone.
+At start-up the storage claims the database (`Storage.claim_service`); `ClaimWatch` calls
+`keep_claim` once a second. On SQLite that is the data directory's lock, which lasts as long as
+the process. On PostgreSQL every process is one node of several: the claim is the node's row in
+`nodes` and `keep_claim` is its heartbeat (the others take the sockets of a node whose heartbeat
+is old, `_node.py`). An engine may still raise `StorageInUseError` from `keep_claim` when another
+process took the database meanwhile; this one then stops serving (`on_lost`) and the CLI exits
+with code 1.
 """
 
 from __future__ import annotations

@@ -18,9 +18,10 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
   node keeps its local timer (exact), and every `POLL_S` takes rows due for `TAKE_MARGIN_S`
   already (`FOR UPDATE SKIP LOCKED`): those of a node that is gone, or of an actor whose last
   turn ran elsewhere. Turn bodies for deadlines are state-based, so a second firing does nothing.
-- **Losing a node.** Every `REAP_S`, each node looks for actors whose socket a gone node held and
-  runs, for each, the turn a disconnect runs (the row lock makes two nodes doing so harmless),
-  then drops the gone nodes' outbox rows.
+- **Losing a node.** Every `REAP_S`, each node whose own heartbeat has worked for
+  `NODE_DEAD_AFTER_S` looks for actors whose socket a gone node held and runs, for each, the turn a
+  disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
+  outbox rows.
 """
 
 from __future__ import annotations
@@ -30,19 +31,23 @@ import contextlib
 import hashlib
 import logging
 import threading
-from typing import TYPE_CHECKING, Final, Protocol
+import time
+from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import psycopg
 
 from understudy._store._postgres import NODE_DEAD_AFTER_S
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from understudy._clock import Clock
     from understudy._store._ports import Repositories
     from understudy._store._postgres import PostgresStorage
     from understudy._store.cluster import ActorRef, OutboxRow
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 POLL_S: Final = 0.5  # outbox and timer poll, in case a notification was missed
 REAP_S: Final = 1.0  # looking for sockets of gone nodes
@@ -100,6 +105,7 @@ class SharedNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_wanted = asyncio.Event()
         self.listening = False  # the LISTEN connection is up
+        self._healthy_since: float | None = None  # monotonic time the heartbeat last came back
         # Counters for `/metrics`.
         self.lock_busy = 0  # turns that found their actor's row held by another node
         self.outbox_written = 0
@@ -107,6 +113,11 @@ class SharedNode:
         self.outbox_dropped = 0
         self.timers_taken = 0
         self.sockets_taken_over = 0
+
+    @property
+    def heartbeat_ok(self) -> bool:
+        """The last heartbeat reached the database."""
+        return self._storage.heartbeat_ok
 
     @property
     def healthy(self) -> bool:
@@ -218,6 +229,8 @@ class SharedNode:
                 async with asyncio.timeout(POLL_S):
                     await self._drain_wanted.wait()
             self._drain_wanted.clear()
+            if not self._storage.heartbeat_ok:
+                continue  # the database does not answer: the heartbeat says when it does again
             try:
                 await self.drain()
                 await self.take_timers()
@@ -229,8 +242,9 @@ class SharedNode:
         host = self._host
         if host is None:
             return
-        with self._storage.read() as repos:
-            keys = repos.outbox.keys_for(self.node_id)
+        keys = await asyncio.to_thread(
+            self._read, lambda repos: repos.outbox.keys_for(self.node_id)
+        )
         for key in keys:
             await host.deliver_outbox(key)
 
@@ -239,8 +253,12 @@ class SharedNode:
         host = self._host
         if host is None:
             return
+        late = self._clock.now() - TAKE_MARGIN_S
+        # The usual answer is "nothing": a plain read, in a thread, no transaction.
+        if not await asyncio.to_thread(self._read, lambda repos: repos.actors.any_due(late)):
+            return
         with self._storage.transaction() as repos:
-            taken = repos.actors.take_due(self._clock.now() - TAKE_MARGIN_S, TAKE_HOLD_S)
+            taken = repos.actors.take_due(late, TAKE_HOLD_S)
         for ref in taken:
             self.timers_taken += 1
             try:
@@ -251,6 +269,17 @@ class SharedNode:
     async def _reap_loop(self) -> None:
         while True:
             await asyncio.sleep(REAP_S)
+            now = time.monotonic()
+            if not self._storage.heartbeat_ok:
+                self._healthy_since = None
+                continue
+            if self._healthy_since is None:
+                self._healthy_since = now
+            # Only a node whose own heartbeat has worked for as long as others get to be taken
+            # for gone: after the database was away, every node's heartbeat is old for a moment,
+            # and nobody's sockets are taken over for that.
+            if now - self._healthy_since < NODE_DEAD_AFTER_S:
+                continue
             try:
                 await self.reap()
             except Exception:
@@ -261,8 +290,7 @@ class SharedNode:
         host = self._host
         if host is None:
             return
-        with self._storage.read() as repos:
-            held = repos.actors.held_by(self.node_id)
+        held = await asyncio.to_thread(self._read, lambda repos: repos.actors.held_by(self.node_id))
         for ref, serial in held:
             await host.socket_lost(ref, serial)
 
@@ -271,11 +299,23 @@ class SharedNode:
         host = self._host
         if host is None or not self._storage.heartbeat_ok:
             return  # a node that cannot heartbeat may be the one cut off: it takes nothing
-        with self._storage.read() as repos:
-            lost = repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+        lost = await asyncio.to_thread(
+            self._read, lambda repos: repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+        )
         for ref, serial in lost:
             self.sockets_taken_over += 1
             await host.socket_lost(ref, serial)
+        self.outbox_dropped += await asyncio.to_thread(self._forget_gone)
+
+    # Periodic reads and clean-ups run in a thread: while PostgreSQL does not answer, a pooled
+    # connection is waited for up to the pool's timeout, and the event loop must not wait too.
+
+    def _read(self, read: Callable[[Repositories], T]) -> T:
+        with self._storage.read() as repos:
+            return read(repos)
+
+    def _forget_gone(self) -> int:
         with self._storage.transaction() as repos:
-            self.outbox_dropped += repos.outbox.drop_for_dead_nodes(NODE_DEAD_AFTER_S)
+            dropped = repos.outbox.drop_for_dead_nodes(NODE_DEAD_AFTER_S)
             repos.nodes.forget_stopped(3600.0)
+        return dropped

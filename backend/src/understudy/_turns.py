@@ -15,7 +15,9 @@ swallowed; the next turn re-arms the timer.
 row (`actors`, `FOR UPDATE NOWAIT`) first in its transaction, so turns stay one at a time per key
 across nodes. When another node holds the row, the transaction rolls back and the turn tries
 again after a short jittered backoff, awaited (a lock wait never holds the event loop), up to
-`LOCK_WAIT_S`; then it is refused with `503 database_unavailable`. A turn acting for a socket
+`LOCK_WAIT_S`; then it is refused with `503 database_unavailable`. A body may therefore run
+more than once (a `RetryableConflictError` anywhere in the transaction runs it again too): it
+must change nothing but the transaction and its outbox. A turn acting for a socket
 (`fence=serial`) is refused with `SocketSupersededError` when the row names another socket. The
 actor's `stage` hook runs last in the transaction (frames for sockets of other nodes become outbox
 rows there), then the actor's earliest due time is written to its row, where any node's timer
@@ -211,7 +213,9 @@ class Turns(Generic[OutboxT]):
                     for session_id in sorted(out.wake_sessions):
                         node.notify_wake(repos, session_id)
                 break
-            except _RowBusy:
+            except (_RowBusy, RetryableConflictError):
+                # The actor's row, another row it needed without waiting, or a deadlock the
+                # server broke: nothing of this run was kept, and the body runs again whole.
                 node.lock_busy += 1
                 if time.monotonic() >= give_up:
                     raise ProblemError(

@@ -431,8 +431,8 @@ def _print_rows(rows: list[dict[str, str]]) -> None:
 def _service_holder(db: Database, data_dir: Path) -> str | None:
     """Who holds the one-writer lock (`pid N on host H`), or None when no service runs.
 
-    On PostgreSQL the service may run from another data directory (or host): the database's
-    own service lock answers first.
+    On PostgreSQL the nodes may run from other data directories (or hosts): the database's own
+    node registry answers first (`nodes a, b`).
     """
     holder = db.storage.service_holder()
     if holder is not None:

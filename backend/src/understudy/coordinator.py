@@ -323,9 +323,10 @@ class TenantCoordinator:
         self, device_id: str, hello: m.DeviceClientHello, epoch_changed: bool
     ) -> None:
         """Reconcile the device's leases with ours after it (re)connected."""
-        reported = {str(lease.lease_id): lease for lease in hello.leases}
+        leases = {str(lease.lease_id): lease for lease in hello.leases}
 
         def body(out: Outbox, now: float) -> None:
+            reported = dict(leases)  # a turn may run again (several nodes): start from all
             for row in self.repos.sessions.holding_capacity(self.tenant, device_id):
                 reported.pop(row.lease_id or "", None)
                 self._reconcile(out, row, now, hello, epoch_changed)

@@ -75,6 +75,13 @@ SERVER_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFr
 _SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
 _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
 
+
+def _carries_secret(frame: m.SessionServerFrame) -> bool:
+    """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
+    memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
+    return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
+
+
 _S = CommandState
 
 
@@ -125,7 +132,7 @@ class SessionAgent:
         )
         self._delivered_seq = 0  # the last outbox row of this key sent (or dropped) here
         self._remote_hello: tuple[int, m.SessionClientHello] | None = None  # parsed, by serial
-        self._changed = asyncio.Event()  # several nodes: another node changed the socket's row
+        self._changed = asyncio.Event()  # several nodes: the socket's row or an outcome changed
         self._conn: Connection | None = None
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
@@ -258,6 +265,8 @@ class SessionAgent:
             await self.send(frame)
         for command_id in out.wake:
             self._events.setdefault(command_id, asyncio.Event()).set()
+        if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
+            self._changed.set()
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -826,6 +835,7 @@ class SessionAgent:
         released: list[int] = []
 
         def body(out: _Outbox, now: float) -> None:
+            released.clear()  # a turn may run again after a lost race: only its last run counts
             row = out.actor
             assert row is not None  # noqa: S101 - a turn on several nodes locks its row
             if row.sock_node is None or not self.repos.actors.release_socket(
@@ -899,12 +909,6 @@ class SessionAgent:
         if conn is not None:
             with contextlib.suppress(Exception):
                 await conn.close(CLOSE_SHUTDOWN, "server shutting down")
-
-
-def _carries_secret(frame: m.SessionServerFrame) -> bool:
-    """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
-    memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
-    return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
 
 
 def _due(row: CommandRow) -> float:

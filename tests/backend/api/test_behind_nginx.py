@@ -119,7 +119,7 @@ async def test_http_and_a_device_socket_pass_through_the_runbooks_nginx(
     async with httpx.AsyncClient(base_url=public, timeout=10) as http:
         ready = await http.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ok", "schemaVersion": LATEST}
+    assert ready.json() == {"status": "ok", "schemaVersion": LATEST, "node": ready.json()["node"]}
 
     device = SimulatedDevice(public, credential)
     try:

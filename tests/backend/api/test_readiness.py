@@ -96,7 +96,8 @@ async def test_readyz_is_503_while_postgresql_is_down_and_200_once_it_is_back(
     own_cluster: PgCluster, served_on_postgresql: str
 ) -> None:
     ready = await _until_status(served_on_postgresql, 200)
-    assert ready.json() == {"status": "ok", "schemaVersion": LATEST}
+    node = ready.json()["node"]  # one node of the database's, named by /readyz
+    assert ready.json() == {"status": "ok", "schemaVersion": LATEST, "node": node}
 
     await asyncio.to_thread(own_cluster.stop_server)
     down = await _until_status(served_on_postgresql, 503)
@@ -107,7 +108,7 @@ async def test_readyz_is_503_while_postgresql_is_down_and_200_once_it_is_back(
 
     await asyncio.to_thread(own_cluster.start_server)
     back = await _until_status(served_on_postgresql, 200)
-    assert back.json() == {"status": "ok", "schemaVersion": LATEST}
+    assert back.json() == {"status": "ok", "schemaVersion": LATEST, "node": node}
 
 
 async def test_readyz_is_503_schema_not_current_when_the_database_is_behind_this_build(

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import TYPE_CHECKING, Any
 
+import websockets
+
+from tests.backend.conftest import idem, unattended
 from tests.support.simdevice import SimulatedDevice
+from understudy import _security
 from understudy._connection import CLOSE_SUPERSEDED
 from understudy.generated import models as m
 
@@ -62,3 +67,49 @@ async def test_a_frame_on_a_superseded_socket_is_refused_by_the_row_and_closes_i
     await old.send(heartbeat.to_wire_json())  # the old socket on node a acts once more
     assert await _closed_with(old) == CLOSE_SUPERSEDED
     assert len(device.frames_of(m.DeviceServerHeartbeatAck)) == acks  # its turn was refused
+
+
+async def test_a_session_frame_on_a_socket_another_node_took_is_refused_and_closes_it(
+    nodes: Nodes,
+) -> None:
+    a = await nodes.start("a")
+    b = await nodes.start("b")
+    node_a = a.services.node
+    assert node_a is not None
+    device = await _device_on(a, a)
+    async with a.client(a.api_key()) as http:
+        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
+    assert created.status_code == 201, created.text
+    sid = created.json()["sessionId"]
+    lease = next(iter(device.leases.values()))
+    await device.wait_for(lambda: lease.session_frames)
+
+    async def no_delivery() -> None:  # node a never hears that node b took the session socket
+        return None
+
+    node_a.drain = no_delivery  # type: ignore[method-assign]
+    node_a._notified = lambda payload: None  # type: ignore[method-assign]
+    row = a.services.repos.sessions.require(sid)
+    claims = _security.new_ticket_claims(
+        aud="session",
+        tenant="acme",
+        device=row.device_id or "",
+        session=sid,
+        lease=row.lease_id,
+        browser_epoch=row.browser_epoch or "",
+        lease_epoch=row.lease_epoch,
+        actor=f"session:{sid}",
+        now=nodes.clock.now(),
+    )
+    ticket = _security.sign_ticket(b.services.keys, claims)
+    url = b.url.replace("http://", "ws://") + f"/v1/sessions/{sid}/socket?ticket={ticket}"
+    async with websockets.connect(url, open_timeout=5):  # a newer socket, on node b
+        await b.until(
+            lambda: b.services.session_agent(sid).connected, "node b holds the session socket"
+        )
+        old = lease.session_socket
+        error = {"code": "internal_error", "message": "probe"}
+        probe = {"type": "result", "commandId": str(uuid.uuid4()), "outcome": "failed"}
+        await device.send_session_frame(sid, {**probe, "error": error})
+        assert await _closed_with(old) == CLOSE_SUPERSEDED
+        assert not [f for f in lease.session_frames if isinstance(f, m.SessionServerError)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from tests.backend.multinode.conftest import Nodes
 
 
-async def _ticks_while(task: asyncio.Future[object], seconds: float) -> int:
+async def _ticks_while(task: asyncio.Future[Any], seconds: float) -> int:
     """How many 10 ms sleeps the loop ran while `task` was pending (for `seconds`)."""
     ticks = 0
     end = asyncio.get_running_loop().time() + seconds

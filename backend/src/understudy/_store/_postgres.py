@@ -13,7 +13,11 @@ across turns: every turn pays one commit round trip (the server's WAL flush with
 `synchronous_commit=on`), so `durable()` has nothing left to wait for. Isolation is PostgreSQL's
 default, READ COMMITTED: each repository change is one statement that is atomic on its own
 (`INSERT … ON CONFLICT`, `UPDATE … RETURNING`; the quota upsert re-checks its `WHERE` against the
-row as a concurrent writer left it), and one node runs one turn at a time per process anyway.
+row as a concurrent writer left it), and turns of one actor are one at a time across nodes
+because each locks its actor's row first (`cluster.SqlActors.lock`, see `_turns.py`).
+
+**Nodes.** Several processes may serve one database: `claim_service` registers this one as a
+node (`nodes`, see `_node.py`) and `keep_claim` heartbeats it; nothing is refused.
 
 Errors: a unique violation raises `ConflictError`, as on SQLite; a serialization failure, a
 deadlock or a lock wait past `LOCK_TIMEOUT_MS` raises `RetryableConflictError` (a

@@ -116,24 +116,24 @@ class SqlStorage(Storage, Protocol):
         ...
 
     def service_holder(self) -> str | None:
-        """Who holds the database as its service, as far as the database itself can tell, or
-        None (SQLite: the data directory's lock file says it instead)."""
+        """Who serves the database, as far as the database itself can tell (PostgreSQL: the
+        live nodes), or None (SQLite: the data directory's lock file says it instead)."""
         ...
 
     def claim_service(self) -> None:
-        """Make this process the one service on the database, until `close()`.
+        """Claim the database for this process, until `close()`.
 
-        Actors keep their turns one at a time in memory, so two services on one database would
-        break that. SQLite needs nothing more than the data directory's lock.
+        SQLite needs nothing more than the data directory's lock (one process per file).
+        PostgreSQL registers the process as one node of several (`nodes`).
 
         Raises:
-            StorageInUseError: another service holds the database.
+            StorageInUseError: the engine allows no other service and one holds the database.
         """
         ...
 
     def keep_claim(self) -> None:
-        """Check, once a second, that this process is still the database's one service, and
-        take the claim again if the database lost it (PostgreSQL after a restart).
+        """Keep the claim, once a second: PostgreSQL heartbeats the node (and registers it again
+        if its row was forgotten); SQLite's lock lasts as long as the process.
 
         Raises:
             StorageInUseError: another service took the database meanwhile; this one must stop.

@@ -123,6 +123,14 @@ class SqlActors:
             "UPDATE actors SET due_at = :due WHERE actor_key = :key", {"key": key, "due": due_at}
         )
 
+    def any_due(self, now: float) -> bool:
+        """Whether some actor is due by `now` (a plain read: no lock, no transaction needed)."""
+        found = self._sql.one(
+            "SELECT 1 AS due FROM actors WHERE due_at IS NOT NULL AND due_at <= :now LIMIT 1",
+            {"now": now},
+        )
+        return found is not None
+
     def take_due(self, now: float, hold_s: float, limit: int = 50) -> list[ActorRef]:
         """Take up to `limit` actors due by `now` whose rows no other transaction holds: their
         due time moves `hold_s` on (so no other node takes them meanwhile); the turn each gets
@@ -173,8 +181,12 @@ class SqlActors:
 
     def bump_outbox(self, key: str) -> int:
         """The next outbox sequence number of `key` (its row stays locked until commit)."""
+        # Another actor's row (a coordinator writing to a device's socket) is not waited for:
+        # its holder may be waiting for a row this transaction holds. The caller's turn runs
+        # again instead (`RetryableConflictError`).
         found = self._sql.one(
-            "UPDATE actors SET outbox_seq = outbox_seq + 1 WHERE actor_key = :key "
+            "UPDATE actors SET outbox_seq = outbox_seq + 1 WHERE actor_key = (SELECT actor_key "
+            f"FROM actors WHERE actor_key = :key{self._sql.dialect.lock_nowait}) "
             "RETURNING outbox_seq",
             {"key": key},
         )

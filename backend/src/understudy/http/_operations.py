@@ -52,7 +52,17 @@ async def readyz(services: ServicesDep) -> Response[Any]:
             "schema_not_current",
             f"the database is at schema version {version}; this build's is {LATEST}",
         )
-    return json_response(m.Health(status="ok", schema_version=version), 200)
+    node = services.node
+    if node is not None and not node.heartbeat_ok:
+        # The other nodes take this one's sockets over once its heartbeat is old: it must not
+        # take new ones meanwhile.
+        raise ProblemError(
+            503, "not_ready", f"node {node.node_id}: its heartbeat does not reach the database"
+        )
+    health = m.Health(
+        status="ok", schema_version=version, node=node.node_id if node is not None else None
+    )
+    return json_response(health, 200)
 
 
 async def _schema_version(services: Services) -> int:

@@ -1754,6 +1754,10 @@ class Health(WireModel):
     )
     status: Literal["ok"]
     schema_version: Annotated[int | None, Field(alias="schemaVersion", ge=0)] = None
+    node: str | None = None
+    """
+    This node's id (`UNDERSTUDY_NODE_ID` or generated) when the service runs on PostgreSQL, where several nodes share one database; absent on SQLite.
+    """
 
 
 class FieldError(WireModel):

@@ -1973,6 +1973,10 @@ export interface TenantSettings {
 export interface Health {
   status: "ok";
   schemaVersion?: number;
+  /**
+   * This node's id (`UNDERSTUDY_NODE_ID` or generated) when the service runs on PostgreSQL, where several nodes share one database; absent on SQLite.
+   */
+  node?: string;
 }
 /**
  * RFC 9457 problem details with a stable machine `code`.
