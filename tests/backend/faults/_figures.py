@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from _pytest.terminal import TerminalReporter
+
     from tests.backend.faults._caller import Answer
 
 
@@ -47,6 +49,14 @@ class Figures:
     def took(self, what: str, seconds: float) -> None:
         """Record how long something took (a recovery after a node was lost)."""
         self.durations.setdefault(what, []).append(seconds)
+
+    def report(self, terminalreporter: TerminalReporter, title: str) -> None:
+        """Print the totals at the end of the pytest run (nothing when no fault ran)."""
+        if not self.runs:
+            return
+        terminalreporter.write_sep("-", title)
+        for line in self.lines():
+            terminalreporter.write_line(line)
 
     def lines(self) -> list[str]:
         outcomes = ", ".join(f"{label}: {n}" for label, n in sorted(self.outcomes.items()))

@@ -41,8 +41,4 @@ def multinode_template(
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
-    if not FIGURES.runs:
-        return
-    terminalreporter.write_sep("-", "three-node fault figures")
-    for line in FIGURES.lines():
-        terminalreporter.write_line(line)
+    FIGURES.report(terminalreporter, "three-node fault figures")
