@@ -203,6 +203,16 @@ class _NodeCollector:
             ("outbox_dropped", node.outbox_dropped, "Outbox rows dropped (socket gone)."),
             ("timers_taken", node.timers_taken, "Due actor rows this node took."),
             ("sockets_taken_over", node.sockets_taken_over, "Sockets of gone nodes released."),
+            (
+                "sockets_closed_taken",
+                node.sockets_closed_taken,
+                "This node's sockets closed because other nodes took them over.",
+            ),
+            (
+                "late_heartbeats",
+                node.late_heartbeats,
+                "Heartbeats that found this node's previous one late, or its row gone.",
+            ),
         ):
             counter = CounterMetricFamily(f"understudy_node_{name}", text, labels=["node"])
             counter.add_metric([node.node_id], float(value))

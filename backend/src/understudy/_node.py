@@ -3,8 +3,9 @@
 PostgreSQL is the source of truth and the lock manager; nothing here votes or elects:
 
 - **Registry.** The node's row in `nodes` is written at start-up and heartbeated once a second
-  (`ClaimWatch` → `PostgresStorage.keep_claim`, on the server's clock). A node whose heartbeat is
-  older than `NODE_DEAD_AFTER_S`, or that stopped, is gone.
+  (`ClaimWatch` → `PostgresStorage.keep_claim`, on the server's clock, on a connection of its own
+  so a busy pool does not delay it). A node whose heartbeat is older than `NODE_DEAD_AFTER_S`, or
+  that stopped, is gone.
 - **Delivery.** A turn that decides frames for a socket another node holds writes them as outbox
   rows in its own transaction and notifies `o:<node>` on this deployment's channel (delivered on
   commit). Each node LISTENs on one connection of its own, in a thread that hands notifications
@@ -20,8 +21,16 @@ PostgreSQL is the source of truth and the lock manager; nothing here votes or el
   turn ran elsewhere. Turn bodies for deadlines are state-based, so a second firing does nothing.
 - **Losing a node.** Every `REAP_S`, each node whose own heartbeat has worked for
   `NODE_DEAD_AFTER_S` looks for actors whose socket a gone node held and runs, for each, the turn a
-  disconnect runs (the row lock makes two nodes doing so harmless), then drops the gone nodes'
-  outbox rows.
+  disconnect runs (the row lock makes two nodes doing so harmless; the turn releases the socket
+  only if its node is still gone by then), then drops the gone nodes' outbox rows. A node never
+  counts itself among the gone, however late its own heartbeat: it is running, and its sockets
+  are open.
+- **Coming back.** A node that was taken for gone while it still ran (paused, starved or cut off
+  past `NODE_DEAD_AFTER_S`) learns it from its next heartbeat (its previous one was older than
+  `LATE_HEARTBEAT_S`, or its row was stopped or forgotten; it registers again). For
+  `AUTHORITY_CHECK_S` after that, every poll compares its open sockets with their actors' rows
+  and closes each socket the row no longer names (`CLOSE_SUPERSEDED`): the extension reconnects
+  with a fresh ticket and its hello settles the journal, as after any reconnect.
 """
 
 from __future__ import annotations
@@ -54,6 +63,9 @@ REAP_S: Final = 1.0  # looking for sockets of gone nodes
 TAKE_MARGIN_S: Final = 1.0  # a due row is taken by any node once it is this late
 TAKE_HOLD_S: Final = 5.0  # a taken row is left alone this long while its turn runs
 LISTEN_RETRY_S: Final = 1.0
+# After a late heartbeat, this long of checking this node's sockets against their rows: the
+# other nodes' takeover turns may trail their decision by a few seconds on a loaded machine.
+AUTHORITY_CHECK_S: Final = 2 * NODE_DEAD_AFTER_S
 
 
 class NodeHost(Protocol):
@@ -71,8 +83,20 @@ class NodeHost(Protocol):
         """Run the actor's timer turn (making the actor if needed)."""
         ...
 
-    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
-        """The socket `serial` of the actor was held by a gone node: run its disconnect turn."""
+    async def socket_lost(
+        self, ref: ActorRef, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """The socket `serial` of the actor was held by a gone node: run its disconnect turn
+        (with `dead_after_s`, only if that node's heartbeat is still that old when it runs)."""
+        ...
+
+    def open_sockets(self) -> dict[str, int]:
+        """This node's open authoritative sockets: actor key → socket serial."""
+        ...
+
+    async def taken_over(self, key: str, serial: int) -> bool:
+        """Close this node's socket `serial` of `key`, which another node took over (no turn:
+        the other node ran the disconnect); False when it is no longer open here."""
         ...
 
 
@@ -106,6 +130,8 @@ class SharedNode:
         self._drain_wanted = asyncio.Event()
         self.listening = False  # the LISTEN connection is up
         self._healthy_since: float | None = None  # monotonic time the heartbeat last came back
+        self._late_seen = storage.late_heartbeats
+        self._check_until = 0.0  # monotonic time the checks after a late heartbeat end
         # Counters for `/metrics`.
         self.lock_busy = 0  # turns that found their actor's row held by another node
         self.outbox_written = 0
@@ -113,11 +139,17 @@ class SharedNode:
         self.outbox_dropped = 0
         self.timers_taken = 0
         self.sockets_taken_over = 0
+        self.sockets_closed_taken = 0  # this node's sockets closed because another took them
 
     @property
     def heartbeat_ok(self) -> bool:
         """The last heartbeat reached the database."""
         return self._storage.heartbeat_ok
+
+    @property
+    def late_heartbeats(self) -> int:
+        """Heartbeats that found this node's previous one late, or its row stopped or gone."""
+        return self._storage.late_heartbeats
 
     @property
     def healthy(self) -> bool:
@@ -232,10 +264,62 @@ class SharedNode:
             if not self._storage.heartbeat_ok:
                 continue  # the database does not answer: the heartbeat says when it does again
             try:
+                await self._check_if_late()
                 await self.drain()
                 await self.take_timers()
             except Exception:  # the next poll retries; a failure must not end the loop
                 log.exception("node %s: the outbox or timer poll failed", self.node_id)
+
+    async def _check_if_late(self) -> None:
+        late = self._storage.late_heartbeats
+        now = time.monotonic()
+        if late != self._late_seen:
+            self._late_seen = late
+            self._check_until = now + AUTHORITY_CHECK_S
+        if now < self._check_until:
+            await self.check_authority()
+
+    async def check_authority(self) -> int:
+        """Close this node's sockets whose actor row names another socket now (another node
+        took them over while this one was taken for gone); how many were closed."""
+        host = self._host
+        if host is None:
+            return 0
+        opened = host.open_sockets()
+        if not opened:
+            return 0
+        held = dict(
+            (ref.key, serial)
+            for ref, serial in await asyncio.to_thread(
+                self._read, lambda repos: repos.actors.held_by(self.node_id)
+            )
+        )
+        doubtful = [key for key, serial in opened.items() if held.get(key) != serial]
+        if not doubtful:
+            return 0
+        rows = await asyncio.to_thread(
+            self._read, lambda repos: {key: repos.actors.get(key) for key in doubtful}
+        )
+        closed = 0
+        for key in doubtful:
+            serial, row = opened[key], rows[key]
+            # A serial only grows: a row behind this node's socket was read before that socket
+            # was claimed, and says nothing about it.
+            if row is None or row.sock_serial < serial:
+                continue
+            if (
+                row.sock_serial > serial or row.sock_node != self.node_id
+            ) and await host.taken_over(key, serial):
+                closed += 1
+        if closed:
+            self.sockets_closed_taken += closed
+            log.warning(
+                "node %s: closed %d sockets other nodes took over while this node was taken "
+                "for gone; their devices reconnect",
+                self.node_id,
+                closed,
+            )
+        return closed
 
     async def drain(self) -> None:
         """Deliver every outbox row waiting for this node."""
@@ -300,11 +384,16 @@ class SharedNode:
         if host is None or not self._storage.heartbeat_ok:
             return  # a node that cannot heartbeat may be the one cut off: it takes nothing
         lost = await asyncio.to_thread(
-            self._read, lambda repos: repos.actors.sockets_of_dead_nodes(NODE_DEAD_AFTER_S)
+            self._read,
+            lambda repos: repos.actors.sockets_of_dead_nodes(
+                NODE_DEAD_AFTER_S, asking=self.node_id
+            ),
         )
         for ref, serial in lost:
             self.sockets_taken_over += 1
-            await host.socket_lost(ref, serial)
+            # Decided on a read that may be seconds old by the time the turn runs: the turn
+            # releases the socket only if its node is still gone then.
+            await host.socket_lost(ref, serial, dead_after_s=NODE_DEAD_AFTER_S)
         self.outbox_dropped += await asyncio.to_thread(self._forget_gone)
 
     # Periodic reads and clean-ups run in a thread: while PostgreSQL does not answer, a pooled

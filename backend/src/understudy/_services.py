@@ -207,11 +207,36 @@ class Services:
             with self.storage.transaction() as repos:
                 repos.actors.set_due(ref.key, None)
 
-    async def socket_lost(self, ref: ActorRef, serial: int) -> None:
+    async def socket_lost(
+        self, ref: ActorRef, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
         if ref.kind == "session":
-            await self.session_agent(ref.ident).socket_lost_elsewhere(serial)
+            agent = self.session_agent(ref.ident)
+            await agent.socket_lost_elsewhere(serial, dead_after_s=dead_after_s)
         elif ref.kind == "device":
-            await self.device_agent(ref.tenant, ref.ident).socket_lost_elsewhere(serial)
+            device = self.device_agent(ref.tenant, ref.ident)
+            await device.socket_lost_elsewhere(serial, dead_after_s=dead_after_s)
+
+    def open_sockets(self) -> dict[str, int]:
+        opened: dict[str, int] = {}
+        for session in self.session_agents.values():
+            if (serial := session.open_serial()) is not None:
+                opened[session.key] = serial
+        for device in self.device_agents.values():
+            if (serial := device.open_serial()) is not None:
+                opened[device.key] = serial
+        return opened
+
+    async def taken_over(self, key: str, serial: int) -> bool:
+        kind, _, rest = key.partition(":")
+        if kind == "session":
+            agent = self.session_agents.get(rest)
+            return agent is not None and await agent.taken_over(serial)
+        if kind == "device":
+            tenant, device_id = json.loads(rest)
+            device = self.device_agents.get((tenant, device_id))
+            return device is not None and await device.taken_over(serial)
+        return False
 
 
 class _TenantDevices:

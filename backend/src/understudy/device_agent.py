@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 CLIENT_FRAMES: TypeAdapter[m.DeviceClientFrame] = TypeAdapter(m.DeviceClientFrame)
 SERVER_FRAMES: TypeAdapter[m.DeviceServerFrame] = TypeAdapter(m.DeviceServerFrame)
 _SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
+_TAKEN_OVER = (CLOSE_SUPERSEDED, "another node took this socket over; reconnect")
 
 
 @dataclass
@@ -355,17 +356,38 @@ class DeviceAgent:
             await self._release(serial)
         await self._coordinator.device_disconnected(self.device_id)
 
-    async def _release(self, serial: int) -> bool:
-        """The row forgets socket `serial` (False: a newer socket holds it already)."""
+    async def _release(self, serial: int, dead_after_s: float | None = None) -> bool:
+        """The row forgets socket `serial` (False: a newer socket holds it already, or, with
+        `dead_after_s`, the node holding it is no longer gone)."""
         return await self._turns.run(
-            lambda out, now: self.repos.actors.release_socket(self.key, serial)
+            lambda out, now: self.repos.actors.release_socket(
+                self.key, serial, dead_after_s=dead_after_s
+            )
         )
 
-    async def socket_lost_elsewhere(self, serial: int) -> None:
-        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
-        if await self._release(serial):
+    async def socket_lost_elsewhere(
+        self, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran (with
+        `dead_after_s`, only while that node's heartbeat is still that old)."""
+        if await self._release(serial, dead_after_s):
             self._telemetry.emit("device.disconnected", tenant=self.tenant, device=self.device_id)
             await self._coordinator.device_disconnected(self.device_id)
+
+    def open_serial(self) -> int | None:
+        """The serial of this node's open socket, or None."""
+        return self._conn_serial if self._conn is not None else None
+
+    async def taken_over(self, serial: int) -> bool:
+        """Another node ran the disconnect of this node's socket `serial` (it took this node for
+        gone): close it so the extension reconnects; False when it was no longer open."""
+        async with self._turns.lock:
+            if serial != self._conn_serial or self._conn is None:
+                return False
+            conn, self._conn = self._conn, None
+        with contextlib.suppress(Exception):
+            await conn.close(*_TAKEN_OVER)
+        return True
 
     async def close_current(self, code: int, reason: str) -> None:
         """Close the authoritative connection, if any, as if it had disconnected."""

@@ -74,6 +74,7 @@ CLIENT_FRAMES: TypeAdapter[m.SessionClientFrame] = TypeAdapter(m.SessionClientFr
 SERVER_FRAMES: TypeAdapter[m.SessionServerFrame] = TypeAdapter(m.SessionServerFrame)
 _SUPERSEDED = (CLOSE_SUPERSEDED, "superseded by a newer connection")
 _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
+_TAKEN_OVER = (CLOSE_SUPERSEDED, "another node took this socket over; reconnect")
 
 
 def _carries_secret(frame: m.SessionServerFrame) -> bool:
@@ -886,14 +887,30 @@ class SessionAgent:
                 await conn.close(*close)
         return conn
 
-    async def socket_lost_elsewhere(self, serial: int) -> None:
-        """Socket `serial` was held by a node that is gone: the disconnect it never ran."""
-        await self._turns.run(lambda out, now: self._lost_if_current(out, now, serial))
+    async def socket_lost_elsewhere(
+        self, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
+        """Socket `serial` was held by a node that is gone: the disconnect it never ran (with
+        `dead_after_s`, only while that node's heartbeat is still that old)."""
+        await self._turns.run(
+            lambda out, now: self._lost_if_current(out, now, serial, dead_after_s=dead_after_s)
+        )
 
-    def _lost_if_current(self, out: _Outbox, now: float, serial: int) -> None:
+    def open_serial(self) -> int | None:
+        """The serial of this node's open socket, or None."""
+        return self._serial if self._conn is not None else None
+
+    async def taken_over(self, serial: int) -> bool:
+        """Another node ran the disconnect of this node's socket `serial` (it took this node for
+        gone): close it so the extension reconnects; False when it was no longer open."""
+        return await self._drop_local(serial, _TAKEN_OVER) is not None
+
+    def _lost_if_current(
+        self, out: _Outbox, now: float, serial: int, *, dead_after_s: float | None = None
+    ) -> None:
         """Several nodes: socket `serial` is gone; if the row still names it, the session has no
         socket now (else a newer socket superseded it, and its hello settles the journal)."""
-        if not self.repos.actors.release_socket(self.key, serial):
+        if not self.repos.actors.release_socket(self.key, serial, dead_after_s=dead_after_s):
             return
         if out.actor is not None:
             out.actor = replace(out.actor, sock_node=None)

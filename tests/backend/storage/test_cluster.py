@@ -104,10 +104,43 @@ def test_outbox_rows_and_sockets_of_gone_nodes_are_found_and_dropped(storage: St
             tx.outbox.add(key=key, seq=seq, node=node, serial=1, frames=["f"], close=None, now=1)
     with storage.transaction() as tx:
         assert tx.nodes.alive(5.0) == ["alive"]
-        lost = tx.actors.sockets_of_dead_nodes(5.0)
+        lost = tx.actors.sockets_of_dead_nodes(5.0, asking="alive")
         assert [(ref.key, got) for ref, got in lost] == [(key, serial)]
+        # The node that asks never counts its own sockets, however late its heartbeat is.
+        assert tx.actors.sockets_of_dead_nodes(5.0, asking="stopped") == []
         assert tx.outbox.drop_for_dead_nodes(5.0) == 2
         assert tx.outbox.keys_for("alive") == [key]
+
+
+def test_a_takeover_releases_a_socket_only_while_its_node_is_still_gone(storage: Storage) -> None:
+    key = actor_key("device", "acme", "d1")
+    with storage.transaction() as tx:
+        tx.nodes.register("back")
+        tx.actors.lock("device", "acme", "d1")
+        serial = tx.actors.claim_socket(key, "back", "be1", None)
+    with storage.transaction() as tx:
+        # Taken for gone by an earlier read; it heartbeated since: its socket stays.
+        assert not tx.actors.release_socket(key, serial, dead_after_s=5.0)
+        tx.nodes.stopped("back")
+    with storage.transaction() as tx:
+        assert tx.actors.release_socket(key, serial, dead_after_s=5.0)
+        row = tx.actors.get(key)
+    assert row is not None and row.sock_node is None
+
+
+def test_a_heartbeat_says_how_old_the_previous_one_was_and_none_once_stopped(
+    storage: Storage,
+) -> None:
+    with storage.transaction() as tx:
+        tx.nodes.register("node-a")
+    with storage.transaction() as tx:
+        age = tx.nodes.heartbeat("node-a")
+        assert age is not None and 0 <= age < 5
+        assert tx.nodes.heartbeat("never-registered") is None
+        tx.nodes.stopped("node-a")
+    with storage.transaction() as tx:
+        assert tx.nodes.heartbeat("node-a") is None  # taken for gone: it registers again
+        assert tx.nodes.alive(5.0) == []
 
 
 def test_a_row_another_transaction_holds_is_not_waited_for(engine: Engine) -> None:

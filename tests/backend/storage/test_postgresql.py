@@ -244,6 +244,54 @@ def test_a_heartbeat_that_cannot_reach_the_server_is_reported_not_raised(
     assert not node.heartbeat_ok
 
 
+def test_a_heartbeat_does_not_wait_for_a_pooled_connection(
+    opened: list[PostgresStorage], url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_postgres, "POOL_TIMEOUT_S", 1.0)
+    node = PostgresStorage(url, max_size=1, node_id="node-a")
+    opened.append(node)
+    node.migrate(1.0)
+    node.claim_service()
+    holding, done = threading.Event(), threading.Event()
+
+    def hold() -> None:  # turns and polls of a loaded node keep every pooled connection busy
+        with node.read():
+            holding.set()
+            done.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(5)
+        node.keep_claim()
+        assert node.heartbeat_ok
+    finally:
+        done.set()
+        holder.join()
+
+
+def test_a_heartbeat_that_finds_its_node_late_or_taken_for_gone_counts_it(
+    opened: list[PostgresStorage], url: str
+) -> None:
+    node = PostgresStorage(url, max_size=2, node_id="node-a")
+    opened.append(node)
+    node.migrate(1.0)
+    node.claim_service()
+    node.keep_claim()
+    assert node.late_heartbeats == 0
+    with node.transaction():
+        node.sql.run("UPDATE nodes SET heartbeat_at = heartbeat_at - 60")  # a minute's pause
+    node.keep_claim()
+    assert node.late_heartbeats == 1
+    with node.transaction() as repos:
+        repos.nodes.stopped("node-a")  # or marked stopped
+    node.keep_claim()
+    assert node.late_heartbeats == 2
+    assert node.service_holder() == "nodes node-a"  # registered again
+    node.keep_claim()
+    assert node.late_heartbeats == 2
+
+
 def test_installations_in_two_schemas_of_one_database_see_only_their_own_nodes(
     pg_cluster: PgCluster, opened: list[PostgresStorage], url: str
 ) -> None:

@@ -69,6 +69,9 @@ _MIGRATION_LOCK: Final = 0x5573_0001
 log = logging.getLogger(__name__)
 # A node whose heartbeat is older than this is gone: other nodes take its sockets and timers.
 NODE_DEAD_AFTER_S: Final = 5.0
+# A node that finds its own previous heartbeat older than this may have been taken for gone
+# meanwhile (the others' reads and turns trail their decision): it checks its sockets' rows.
+LATE_HEARTBEAT_S: Final = NODE_DEAD_AFTER_S / 2
 POOL_MAX_SIZE: Final = 4
 POOL_TIMEOUT_S: Final = 10.0  # waiting for a free connection (or for the server at start-up)
 # A statement waits at most this long for a row lock another process holds: the wait blocks the
@@ -214,6 +217,13 @@ class PostgresStorage:
         self._claimed = False  # claim_service() registered the node: keep_claim() heartbeats
         self.heartbeat_ok = False  # the last heartbeat reached the database
         self._registered = False  # the node's row was written once
+        # Heartbeats that found this node's row late, stopped or gone: other nodes may have taken
+        # its sockets over meanwhile (`SharedNode` then checks them against their rows).
+        self.late_heartbeats = 0
+        # The heartbeat's own connection, outside the pool: turns and polls that keep every pooled
+        # connection busy (a loaded node) must not make the node look gone.
+        self._beat_conn: Connection | None = None
+        self._beat_lock = threading.Lock()
         self._current = _Current()
         self.turns = 0  # transactions taken
         self.commits = 0  # transactions committed
@@ -344,27 +354,69 @@ class PostgresStorage:
     def keep_claim(self) -> None:
         """Heartbeat this node once a second (`nodes.heartbeat_at`, on the server's clock).
 
-        While PostgreSQL is unreachable the heartbeat fails (readiness and `/metrics` report
-        it, and other nodes take this one's sockets over once it is older than a few seconds);
-        once it is back, the node row is written again.
+        It runs on a connection of its own, outside the pool, so a node whose turns and polls
+        keep every pooled connection busy still heartbeats. While PostgreSQL is unreachable the
+        heartbeat fails (readiness and `/metrics` report it, and other nodes take this one's
+        sockets over once it is older than `NODE_DEAD_AFTER_S`); once it is back, the node row
+        is written again. A heartbeat that finds the previous one older than `LATE_HEARTBEAT_S`,
+        or the row stopped or forgotten, counts it in `late_heartbeats` and logs it: the node
+        then closes the sockets other nodes took over meanwhile (`_node.SharedNode`).
         """
         if not self._claimed:
             return
         try:
-            with self.transaction() as repos:
-                if not repos.nodes.heartbeat(self.node_id):
-                    # The first heartbeat registers; a later one finds the row gone only when
-                    # another node forgot this one as long gone: it comes back.
-                    repos.nodes.register(self.node_id)
-                    if self._registered:
-                        log.warning("node %s was taken for gone; registered again", self.node_id)
-                    self._registered = True
+            with self._beat_lock:
+                age = self._beat()
         except (psycopg.Error, PoolTimeout):
             if self.heartbeat_ok:
                 log.warning("node %s: the heartbeat failed", self.node_id, exc_info=True)
             self.heartbeat_ok = False
             return
         self.heartbeat_ok = True
+        if age is None and self._registered:
+            self.late_heartbeats += 1
+            log.warning(
+                "node %s was taken for gone (its row was stopped or forgotten); registered "
+                "again, closing the sockets other nodes took over",
+                self.node_id,
+            )
+        elif age is not None and age > LATE_HEARTBEAT_S and self._registered:
+            self.late_heartbeats += 1
+            log.warning(
+                "node %s: its previous heartbeat was %.1f s old (a pause or an overloaded "
+                "process; other nodes take a node's sockets after %.0f s): checking its sockets "
+                "against their rows",
+                self.node_id,
+                age,
+                NODE_DEAD_AFTER_S,
+            )
+        self._registered = True
+
+    def _beat(self) -> float | None:
+        """One heartbeat on the heartbeat's own connection (opened again after a failure)."""
+        conn = self._beat_conn
+        if conn is None or conn.closed or conn.broken:
+            conn = self._beat_conn = psycopg.connect(
+                self._url, autocommit=True, row_factory=dict_row, connect_timeout=5
+            )
+            _configure(conn)
+        current = self._current
+        outer, current.conn = current.conn, conn
+        try:
+            with self.transaction() as repos:
+                age = repos.nodes.heartbeat(self.node_id)
+                if age is None:
+                    # The first heartbeat registers; a later one finds the row stopped or gone
+                    # only when this node was taken for gone (and forgotten): it comes back.
+                    repos.nodes.register(self.node_id)
+            return age
+        except psycopg.Error:
+            self._beat_conn = None
+            with suppress(psycopg.Error):
+                conn.close()
+            raise
+        finally:
+            current.conn = outer
 
     def service_holder(self) -> str | None:
         """The live nodes on this database (`nodes a, b`), or None when none heartbeats."""
@@ -378,6 +430,11 @@ class PostgresStorage:
             # Other nodes take this node's sockets over at once, not a heartbeat timeout later.
             with suppress(psycopg.Error, PoolTimeout), self.transaction() as repos:
                 repos.nodes.stopped(self.node_id)
+        with self._beat_lock:
+            if self._beat_conn is not None:
+                with suppress(psycopg.Error):
+                    self._beat_conn.close()
+                self._beat_conn = None
         self._pool.close()
 
 

@@ -170,12 +170,25 @@ class SqlActors:
             {"key": key, "serial": serial, "hello": hello},
         )
 
-    def release_socket(self, key: str, serial: int) -> bool:
-        """The socket `serial` is gone; False when a newer one holds the actor already."""
-        changed = self._sql.run(
+    def release_socket(self, key: str, serial: int, *, dead_after_s: float | None = None) -> bool:
+        """The socket `serial` is gone; False when a newer one holds the actor already.
+
+        With `dead_after_s`, only while the node holding it is still gone (a takeover decided
+        by an earlier read, whose node heartbeated again meanwhile, keeps the socket).
+        """
+        sql = self._sql
+        gone = ""
+        params: dict[str, Any] = {"key": key, "serial": serial}
+        if dead_after_s is not None:
+            gone = (
+                " AND NOT EXISTS (SELECT 1 FROM nodes AS n WHERE n.node_id = actors.sock_node "
+                f"AND n.stopped_at IS NULL AND n.heartbeat_at >= {sql.dialect.epoch_now} - :dead)"
+            )
+            params["dead"] = dead_after_s
+        changed = sql.run(
             "UPDATE actors SET sock_node = NULL, hello = NULL "
-            "WHERE actor_key = :key AND sock_serial = :serial AND sock_node IS NOT NULL",
-            {"key": key, "serial": serial},
+            f"WHERE actor_key = :key AND sock_serial = :serial AND sock_node IS NOT NULL{gone}",
+            params,
         )
         return changed > 0
 
@@ -206,15 +219,19 @@ class SqlActors:
             for r in rows
         ]
 
-    def sockets_of_dead_nodes(self, dead_after_s: float) -> list[tuple[ActorRef, int]]:
-        """Actors whose socket is held by a node that stopped heartbeating (or stopped)."""
+    def sockets_of_dead_nodes(
+        self, dead_after_s: float, *, asking: str
+    ) -> list[tuple[ActorRef, int]]:
+        """Actors whose socket is held by a node that stopped heartbeating (or stopped), other
+        than `asking`: a node late with its own heartbeat is alive, and its sockets are open."""
         sql = self._sql
         rows = sql.rows(
             "SELECT a.actor_key, a.kind, a.tenant, a.ident, a.sock_serial FROM actors AS a "
-            "WHERE a.sock_node IS NOT NULL AND NOT EXISTS (SELECT 1 FROM nodes AS n "
+            "WHERE a.sock_node IS NOT NULL AND a.sock_node <> :asking "
+            "AND NOT EXISTS (SELECT 1 FROM nodes AS n "
             "WHERE n.node_id = a.sock_node AND n.stopped_at IS NULL "
             f"AND n.heartbeat_at >= {sql.dialect.epoch_now} - :dead)",
-            {"dead": dead_after_s},
+            {"dead": dead_after_s, "asking": asking},
         )
         return [
             (ActorRef(r["actor_key"], r["kind"], r["tenant"], r["ident"]), int(r["sock_serial"]))
@@ -326,14 +343,21 @@ class SqlNodes:
             {"node": node},
         )
 
-    def heartbeat(self, node: str) -> bool:
-        """Record that `node` is alive; False when its row is gone or marked stopped."""
-        changed = self._sql.run(
-            f"UPDATE nodes SET heartbeat_at = {self._sql.dialect.epoch_now} "
+    def heartbeat(self, node: str) -> float | None:
+        """Record that `node` is alive: how old its previous heartbeat was, in seconds on the
+        server's clock (what other nodes judged it by), or None when its row is gone or marked
+        stopped (nothing is written then: the caller registers again)."""
+        sql = self._sql
+        now = sql.dialect.epoch_now
+        found = sql.one(
+            f"SELECT {now} - heartbeat_at AS age FROM nodes "
             "WHERE node_id = :node AND stopped_at IS NULL",
             {"node": node},
         )
-        return changed > 0
+        if found is None:
+            return None
+        sql.run(f"UPDATE nodes SET heartbeat_at = {now} WHERE node_id = :node", {"node": node})
+        return float(found["age"])
 
     def stopped(self, node: str) -> None:
         self._sql.run(
