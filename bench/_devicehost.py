@@ -6,7 +6,8 @@ executes every command instantly) so the server, the load generator and the devi
 processes.
 Each device heartbeats every 22 s as the extension does, so a long run never sees a device go
 offline. Control protocol, JSON lines: the first stdin line is the job ``{"base_url",
-"credentials": {device_id: credential}}``; the host answers ``{"op": "connected"}`` once every
+"credentials": [credential, ...]}`` (optionally ``"base_urls"``, one per credential: the nodes
+the devices connect to); the host answers ``{"op": "connected"}`` once every
 device has its welcome, and on ``{"op": "stop"}`` answers with the execution counts and exits.
 """
 
@@ -42,7 +43,12 @@ async def _main() -> None:
         sys.stdout.flush()
 
     job = json.loads(await reader.readline())
-    devices = [SimulatedDevice(job["base_url"], credential) for credential in job["credentials"]]
+    # One base URL per device (several nodes), or one for all.
+    urls = job.get("base_urls") or [job["base_url"]] * len(job["credentials"])
+    devices = [
+        SimulatedDevice(url, credential)
+        for url, credential in zip(urls, job["credentials"], strict=True)
+    ]
     for device in devices:
         await device.connect()
     beating = asyncio.create_task(_heartbeats(devices))
@@ -59,6 +65,13 @@ async def _main() -> None:
             "distinct_writes": len(counts),
             "max_executions_per_write": max(counts, default=0),
             "session_errors": [e for device in devices for e in device.session_errors][:5],
+            # Where each session's socket is (the node's port), for the per-hop split.
+            "session_ports": {
+                lease.session_id: lease.session_socket.remote_address[1]
+                for device in devices
+                for lease in device.leases.values()
+                if lease.session_socket is not None
+            },
         }
     )
     for device in devices:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 _TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
@@ -20,6 +21,12 @@ class ProcSample:
     hwm_bytes: int  # VmHWM, the peak resident set so far
     threads: int
     open_fds: int
+
+
+class Sampled(Protocol):
+    """Something whose CPU and memory can be read: one server, or several nodes summed."""
+
+    def sample(self) -> ProcSample: ...
 
 
 def sample(pid: int) -> ProcSample:

@@ -154,9 +154,19 @@ class Server:
         path.write_text("\n".join(lines) + "\n")
         return path
 
-    async def start(self) -> None:
-        """Create the API key with the CLI, start `understudy serve` and wait for /readyz."""
+    async def start(self, setup: bool = True) -> None:
+        """Create the API key with the CLI, start `understudy serve` and wait for /readyz.
+
+        Args:
+            setup: Migrate and create the key first; a further node of a database another
+                `Server` set up passes False (and that server's ``api_key``).
+        """
         env = _prepare(self)
+        if setup:
+            await self._setup(env)
+        await self._launch(env)
+
+    async def _setup(self, env: Mapping[str, str]) -> None:
         # Only `migrate` and `serve` create a database; the key is made before the service runs.
         migrated = await asyncio.create_subprocess_exec(
             *_understudy_command(), "migrate", env=env, stdout=asyncio.subprocess.DEVNULL
@@ -174,6 +184,8 @@ class Server:
         if created.returncode != 0 or match is None:
             raise RuntimeError("`understudy keys create` failed or printed no api key")
         self.api_key = match.group(1)
+
+    async def _launch(self, env: Mapping[str, str]) -> None:
         serve = (
             [sys.executable, "-m", "bench._cprofile_serve"]
             if self.profile
@@ -194,9 +206,10 @@ class Server:
         while True:
             assert self.process is not None  # noqa: S101 - started
             if self.process.returncode is not None:
+                log = self.data_dir / "server.log"
+                last = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
                 raise RuntimeError(
-                    f"understudy serve exited with {self.process.returncode}; see "
-                    f"{self.data_dir / 'server.log'}"
+                    f"understudy serve exited with {self.process.returncode}: {last[0]} (see {log})"
                 )
             connection = HttpConnection(self.host, self.port)
             try:

@@ -7,14 +7,19 @@ Method:
    ``full_page_writes=on`` and ``synchronous_commit=on``: the settings under which a COMMIT is on
    disk when it returns, as SQLite's ``synchronous=FULL`` promises. The settings in force are read
    back from the server (``SHOW``) and reported.
-2. Start two ``understudy serve`` processes with the overhead benchmark's harness
-   (``bench._server.Server``, ``bench._devicehost``): one on SQLite (``FULL``, group commit, the
-   default) in a fresh data directory, one with ``UNDERSTUDY_DATABASE_URL`` pointing at a fresh
-   database of the cluster. Each gets its own simulated devices (ceil(max level / 2)), its own
-   unattended sessions (two per device) and one keep-alive HTTP connection per session.
-3. Phases alternate between the engines, in one run: for each round and level (10, 100 sessions)
-   one write phase on each engine, the order flipped every phase (ABBA), so drift in the load of
-   the shared machine falls on both. A phase is ``bench.overhead``'s: warm-up, then closed loops,
+2. Start the deployments with the overhead benchmark's harness (``bench._server.Server``,
+   ``bench._devicehost``): one ``understudy serve`` on SQLite (``FULL``, group commit, the default)
+   in a fresh data directory; one with ``UNDERSTUDY_DATABASE_URL`` pointing at a fresh database of
+   the cluster; and three on one other database of the same cluster (PostgreSQL three nodes: the
+   first migrates and makes the key, the others join it). Each deployment gets its own simulated
+   devices (ceil(max level / 2)), its own unattended sessions (two per device, all created
+   through the first node) and one keep-alive HTTP connection per session. On three nodes,
+   device ``d`` connects to node ``d mod 3`` and session ``k``'s connection goes to node
+   ``k mod 3``, with no balancer in between (the one-node rows have none either): most
+   commands are admitted on one node and reach their session's socket on another.
+3. Phases alternate between the deployments, in one run: for each round and level (10, 100
+   sessions) one write phase on each, the order flipped every phase (ABBA), so drift in the load
+   of the shared machine falls on all. A phase is ``bench.overhead``'s: warm-up, then closed loops,
    one per session, of ``POST /v1/sessions/{id}/commands`` with a ``click`` until the phase's
    total is reached; latency is the client's round trip. Rows report the phases of every round
    pooled: writes/s = writes / summed wall time; p50 and p99 the mean of the rounds' (each phase
@@ -22,30 +27,35 @@ Method:
 4. Where the time goes per hop, for each measured write: the client round trip splits into the
    server's admission-to-outcome span (``completed_at - admitted_at`` of the command row, the
    server's clock, read from SQLite or PostgreSQL after the phase) and the rest (HTTP parsing, the
-   final turn that persists the outcome and its COMMIT, the reply).
+   final turn that persists the outcome and its COMMIT, the reply). On three nodes the server
+   span is also split by whether the command's HTTP node held its session socket (same node) or
+   not (cross-node: the outbox and its wake-up are on the path).
    Per acknowledged write (warm-up included), from the servers' ``/metrics``: transactions and
-   COMMITs; for PostgreSQL also the WAL flushes and their time (``pg_stat_wal`` with
-   ``track_wal_io_timing=on``), the part of a write spent waiting for the disk.
+   COMMITs (summed over the nodes); for PostgreSQL also the WAL flushes and their time
+   (``pg_stat_wal`` with ``track_wal_io_timing=on``, cluster-wide: the phases do not overlap),
+   the part of a write spent waiting for the disk. Server CPU is the nodes' sum.
 5. Each engine's commit rate on its own: one connection committing one-row transactions in a loop
    (SQLite through ``bench.fsync``, PostgreSQL the same with psycopg), before the phases.
 6. Each device host reports how many times each write ran: every acknowledged write must have run
    exactly once.
 
-PostgreSQL three nodes is a row of the table already, not measured: today one service runs per
-database (an advisory lock refuses a second), until the multi-node work lands.
+When the three nodes cannot start (a build where a second ``understudy serve`` on one database
+is refused), their row says why and the other two are measured as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import math
+import secrets
 import time
 from typing import TYPE_CHECKING, Any, Final
 
 from tests.support.pgcluster import PgCluster
 
 from bench import fsync, overhead
-from bench._proc import filesystem_of
+from bench._proc import ProcSample, filesystem_of
 from bench._report import Table, Target, fmt
 from bench._server import Server, new_devices
 from bench._stats import summary
@@ -58,7 +68,14 @@ if TYPE_CHECKING:
     from bench._context import Context
     from bench._http import HttpConnection
 
-ENGINES: Final = ("SQLite", "PostgreSQL")
+THREE_NODES: Final = "PostgreSQL three nodes"
+ENGINES: Final = ("SQLite", "PostgreSQL", THREE_NODES)
+LABELS: Final = {
+    "SQLite": "SQLite one node",
+    "PostgreSQL": "PostgreSQL one node",
+    THREE_NODES: THREE_NODES,
+}
+NODES: Final = 3
 # A COMMIT is durable when it returns, as under SQLite's synchronous=FULL (the cluster helper's
 # defaults turn fsync off: its tests check decisions, not the disk).
 DURABLE_SETTINGS: Final = {
@@ -77,42 +94,71 @@ REPORTED_SETTINGS: Final = (
     "commit_delay",
     "track_wal_io_timing",
 )
-THREE_NODES: Final = "PostgreSQL three nodes"
-THREE_NODES_NOTE: Final = "not yet (one service per database)"
 WRITE: Final = overhead.COMMANDS["write"]
+_MASTER_KEY: Final = base64.b64encode(secrets.token_bytes(32)).decode()  # the three nodes' one
 
 
 class _Engine:
-    """One served backend with its devices, sessions and connections (the overhead
-    benchmark's private helpers drive it: the same phase, not a copy of it)."""
+    """One deployment (one node, or several on one database) with its devices, sessions and
+    connections (the overhead benchmark's private helpers drive it: the same phase, not a copy
+    of it)."""
 
-    def __init__(self, name: str, server: Server, url: str | None = None) -> None:
+    def __init__(self, name: str, servers: list[Server], url: str | None = None) -> None:
         self.name = name
-        self.server = server
-        self.url = url  # PostgreSQL's, for its WAL statistics
+        self.servers = servers
+        self.url = url  # PostgreSQL's, for its WAL statistics and the command rows
         self.host: Worker | None = None
         self.sessions: list[str] = []
         self.connections: list[HttpConnection] = []
+        self.probes: list[HttpConnection] = []  # one per node, for /metrics
         self.phases: list[dict[str, Any]] = []
         self.ids: list[list[tuple[str, str]]] = []
 
+    @property
+    def server(self) -> Server:
+        """The first node: it migrated, made the key and created the sessions."""
+        return self.servers[0]
+
+    def sample(self) -> ProcSample:
+        """The nodes' CPU and memory, summed (what the phase bills per write)."""
+        samples = [server.sample() for server in self.servers]
+        return ProcSample(
+            *(
+                sum(getattr(one, name) for one in samples)
+                for name in ProcSample.__dataclass_fields__
+            )
+        )
+
+    def node_of_connection(self, index: int) -> int:
+        return self.servers[index % len(self.servers)].port
+
     async def start(self, devices: dict[str, str], sessions: int) -> None:
-        await self.server.start()
+        first, *others = self.servers
+        await first.start()
+        for other in others:
+            other.api_key = first.api_key
+        await asyncio.gather(*(other.start(setup=False) for other in others))
+        count = len(self.servers)
         self.host = await Worker.start(
             "bench._devicehost",
-            {"base_url": self.server.base_url, "credentials": list(devices.values())},
+            {
+                "base_url": first.base_url,
+                "base_urls": [self.servers[i % count].base_url for i in range(len(devices))],
+                "credentials": list(devices.values()),
+            },
         )
         await self.host.receive()  # connected
-        self.sessions = await overhead._create_sessions(self.server, list(devices), sessions)
-        self.connections = [self.server.connection() for _ in self.sessions]
+        self.sessions = await overhead._create_sessions(first, list(devices), sessions)
+        self.connections = [self.servers[k % count].connection() for k in range(len(self.sessions))]
+        self.probes = [server.connection() for server in self.servers]
         await overhead._until_ready(self.connections, self.sessions)
 
     async def phase(self, level: int, total: int, warmup: int) -> dict[str, Any]:
         assert self.host is not None  # noqa: S101 - started
-        counters = await _counters(self.connections[0])
+        counters = await _counters(self.probes)
         wal = await asyncio.to_thread(_wal, self.url) if self.url else None
         phase, ids = await overhead._phase(
-            self.server,
+            self,
             self.host.pid,
             self.connections[:level],
             self.sessions[:level],
@@ -122,7 +168,7 @@ class _Engine:
         )
         # Per acknowledged write (warm-up included: its turns commit in the same span).
         writes = max(phase["commands"] + phase["warmup_commands"], 1)
-        after = await _counters(self.connections[0])
+        after = await _counters(self.probes)
         phase["transactions_per_write"] = (after[0] - counters[0]) / writes
         phase["commits_per_write"] = (after[1] - counters[1]) / writes
         if wal is not None and self.url:
@@ -139,11 +185,12 @@ class _Engine:
             if self.host is not None:
                 report = await self.host.ask({"op": "stop"})
         finally:
-            for connection in self.connections:
+            for connection in [*self.connections, *self.probes]:
                 await connection.close()
             if self.host is not None:
                 await self.host.stop()
-            await self.server.stop()
+            for server in self.servers:
+                await server.stop()
         return report
 
 
@@ -156,7 +203,7 @@ async def run(
     probe_seconds: float,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    """Both engines, phases interleaved; JSON-ready results."""
+    """Every deployment, phases interleaved; JSON-ready results."""
     results: dict[str, Any] = {
         "method": __doc__,
         "levels": levels,
@@ -164,12 +211,13 @@ async def run(
         "total_per_phase": total,
         "warmup_per_phase": warmup,
         "engines": {},
-        "three_nodes": THREE_NODES_NOTE,
+        "not_measured": {},
     }
     log("engines: starting a PostgreSQL cluster (fsync=on) ...")
     cluster = await asyncio.to_thread(PgCluster.start, None, DURABLE_SETTINGS)
     try:
         url = await asyncio.to_thread(cluster.create_database, "bench")
+        url3 = await asyncio.to_thread(cluster.create_database, "bench_three_nodes")
         results["postgresql"] = await asyncio.to_thread(_settings, url)
         results["postgresql"]["data_dir_filesystem"] = filesystem_of(cluster.root)
         log("engines: commit rates ...")
@@ -177,61 +225,124 @@ async def run(
             "SQLite": fsync.measure(data_root, probe_seconds),
             "PostgreSQL": await asyncio.to_thread(_pg_commit_rate, url, probe_seconds),
         }
-        per_device = overhead.SESSIONS_PER_DEVICE
-        device_count = math.ceil(max(levels) / per_device)
-        engines = {
-            "SQLite": _Engine(
-                "SQLite",
-                Server(
-                    _fresh(data_root / "engines-sqlite"), "FULL", new_devices(device_count, "s")
-                ),
-            ),
-            "PostgreSQL": _Engine(
-                "PostgreSQL",
-                Server(
-                    _fresh(data_root / "engines-postgresql"),
-                    "FULL",
-                    new_devices(device_count, "p"),
-                    extra_env={"UNDERSTUDY_DATABASE_URL": url},
-                ),
-                url,
-            ),
-        }
+        device_count = math.ceil(max(levels) / overhead.SESSIONS_PER_DEVICE)
+        engines = _engines(data_root, device_count, url, url3)
         try:
-            for engine in engines.values():
-                log(f"engines: {engine.name}: server, {device_count} devices, sessions ...")
-                await engine.start(dict(engine.server.devices), max(levels))
+            for name, engine in list(engines.items()):
+                log(f"engines: {name}: {len(engine.servers)} server(s), {device_count} devices ...")
+                try:
+                    await engine.start(dict(engine.server.devices), max(levels))
+                except RuntimeError as exc:
+                    if name != THREE_NODES:
+                        raise
+                    log(f"engines: {name} not measured: {exc}")
+                    results["not_measured"][name] = str(exc)
+                    await engines.pop(name).stop()
             flip = False
             for round_ in range(rounds):
                 for level in levels:
-                    order = list(reversed(ENGINES)) if flip else list(ENGINES)
+                    order = [name for name in ENGINES if name in engines]
+                    order = list(reversed(order)) if flip else order
                     flip = not flip
                     for name in order:
                         phase = await engines[name].phase(level, total, warmup)
                         phase["round"] = round_
+                        latency = phase["latency_ms"]
                         log(
-                            f"engines: round {round_ + 1} {name:<10} {level:>3} sessions: "
-                            f"p50 {phase['latency_ms']['p50']:.2f} ms, "
-                            f"p99 {phase['latency_ms']['p99']:.2f} ms, "
+                            f"engines: round {round_ + 1} {name:<22} {level:>3} sessions: "
+                            f"p50 {latency.get('p50', math.nan):.2f} ms, "
+                            f"p99 {latency.get('p99', math.nan):.2f} ms, "
                             f"{phase['commands_per_s']:.0f} writes/s"
+                            + (
+                                ""
+                                if phase["statuses"] == {"200": total}
+                                else f"; statuses {phase['statuses']}"
+                            )
                         )
         finally:
             reports = {}
             for name, engine in engines.items():
                 reports[name] = await engine.stop()
         for name, engine in engines.items():
-            durations = (
-                _sqlite_spans(engine.server.db_path, engine.ids)
-                if name == "SQLite"
-                else await asyncio.to_thread(_pg_spans, url, engine.ids)
-            )
-            for phase, spans in zip(engine.phases, durations, strict=True):
-                phase["server_side_ms"] = summary(spans)
+            if name == "SQLite":
+                spans = _sqlite_spans(engine.server.db_path, engine.ids)
+            else:
+                spans = await asyncio.to_thread(_pg_spans, engine.url or url, engine.ids)
+            for phase, phase_spans in zip(engine.phases, spans, strict=True):
+                phase["server_side_ms"] = summary(list(phase_spans.values()))
+                if len(engine.servers) > 1:
+                    _split_by_hop(engine, reports[name], phase, phase_spans)
             results["engines"][name] = _engine_result(engine, reports[name], levels)
     finally:
         await asyncio.to_thread(cluster.stop)
-    results["ratios"] = {str(level): _ratios(results["engines"], level) for level in levels}
+    results["ratios"] = {
+        str(level): {
+            name: _ratios(results["engines"], name, level)
+            for name in results["engines"]
+            if name != "SQLite"
+        }
+        for level in levels
+    }
     return results
+
+
+def _engines(data_root: Path, devices: int, url: str, url3: str) -> dict[str, _Engine]:
+    three = new_devices(devices, "t")
+    return {
+        "SQLite": _Engine(
+            "SQLite",
+            [Server(_fresh(data_root / "engines-sqlite"), "FULL", new_devices(devices, "s"))],
+        ),
+        "PostgreSQL": _Engine(
+            "PostgreSQL",
+            [
+                Server(
+                    _fresh(data_root / "engines-postgresql"),
+                    "FULL",
+                    new_devices(devices, "p"),
+                    extra_env={"UNDERSTUDY_DATABASE_URL": url},
+                )
+            ],
+            url,
+        ),
+        # Every node enrolls the same devices (DEVICE_TOKENS) and needs the same master key.
+        THREE_NODES: _Engine(
+            THREE_NODES,
+            [
+                Server(
+                    _fresh(data_root / f"engines-three-nodes-{i}"),
+                    "FULL",
+                    three,
+                    extra_env={
+                        "UNDERSTUDY_DATABASE_URL": url3,
+                        "UNDERSTUDY_NODE_ID": f"node-{i}",
+                        "UNDERSTUDY_MASTER_KEY": _MASTER_KEY,
+                    },
+                )
+                for i in range(NODES)
+            ],
+            url3,
+        ),
+    }
+
+
+def _split_by_hop(
+    engine: _Engine,
+    report: dict[str, Any],
+    phase: dict[str, Any],
+    spans: dict[tuple[str, str], float],
+) -> None:
+    """Split a phase's server spans by whether the command's HTTP node held its session socket."""
+    socket_ports = report.get("session_ports", {})
+    index = {session: k for k, session in enumerate(engine.sessions)}
+    same: list[float] = []
+    cross: list[float] = []
+    for (session, _), span in spans.items():
+        http_port = engine.node_of_connection(index[session])
+        (same if socket_ports.get(session) == http_port else cross).append(span)
+    phase["same_node_server_ms"] = summary(same)
+    phase["cross_node_server_ms"] = summary(cross)
+    phase["cross_node_share"] = len(cross) / len(spans) if spans else math.nan
 
 
 def _engine_result(engine: _Engine, report: dict[str, Any], levels: list[int]) -> dict[str, Any]:
@@ -243,7 +354,7 @@ def _engine_result(engine: _Engine, report: dict[str, Any], levels: list[int]) -
         count = sum(p["commands"] for p in mine)
 
         def mean(key: str, field: str, phases: list[dict[str, Any]] = mine) -> float:
-            values = [p[key].get(field, math.nan) for p in phases]
+            values = [p[key].get(field, math.nan) for p in phases if key in p]
             return sum(values) / len(values) if values else math.nan
 
         pooled[str(level)] = {
@@ -258,6 +369,10 @@ def _engine_result(engine: _Engine, report: dict[str, Any], levels: list[int]) -
             "commits_per_write": _mean_of(mine, "commits_per_write"),
             "wal_syncs_per_write": _mean_of(mine, "wal_syncs_per_write"),
             "wal_sync_ms_per_write": _mean_of(mine, "wal_sync_ms_per_write"),
+            "same_node_server_p50_ms": mean("same_node_server_ms", "p50"),
+            "cross_node_server_p50_ms": mean("cross_node_server_ms", "p50"),
+            "cross_node_server_p99_ms": mean("cross_node_server_ms", "p99"),
+            "cross_node_share": _mean_of(mine, "cross_node_share"),
             "statuses": [p["statuses"] for p in mine],
         }
     return {
@@ -276,8 +391,8 @@ def _mean_of(phases: list[dict[str, Any]], key: str) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def _ratios(engines: dict[str, Any], level: int) -> dict[str, float]:
-    lite, pg = engines["SQLite"]["levels"][str(level)], engines["PostgreSQL"]["levels"][str(level)]
+def _ratios(engines: dict[str, Any], name: str, level: int) -> dict[str, float]:
+    lite, pg = engines["SQLite"]["levels"][str(level)], engines[name]["levels"][str(level)]
 
     def ratio(a: float, b: float) -> float:
         return a / b if b else math.nan
@@ -289,16 +404,18 @@ def _ratios(engines: dict[str, Any], level: int) -> dict[str, float]:
     }
 
 
-async def _counters(connection: HttpConnection) -> tuple[float, float]:
-    """(transactions, COMMITs) since the server started, from its /metrics (both engines)."""
-    reply = await connection.request("GET", "/metrics")
+async def _counters(probes: list[HttpConnection]) -> tuple[float, float]:
+    """(transactions, COMMITs) since the servers started, summed over the nodes' /metrics (both
+    engines)."""
     found = dict.fromkeys(
         ("understudy_sqlite_transactions_total", "understudy_sqlite_commits_total"), 0.0
     )
-    for line in reply.body.decode().splitlines():
-        name, _, value = line.partition(" ")
-        if name in found:
-            found[name] = float(value)
+    for connection in probes:
+        reply = await connection.request("GET", "/metrics")
+        for line in reply.body.decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name in found:
+                found[name] += float(value)
     return found["understudy_sqlite_transactions_total"], found["understudy_sqlite_commits_total"]
 
 
@@ -339,7 +456,10 @@ def _pg_commit_rate(url: str, seconds: float) -> dict[str, Any]:
     return {"transactions": count, "seconds": elapsed, "transactions_per_s": count / elapsed}
 
 
-def _sqlite_spans(db_path: Path, phases: list[list[tuple[str, str]]]) -> list[list[float]]:
+Spans = dict[tuple[str, str], float]  # (session, command id) -> admission to outcome, ms
+
+
+def _sqlite_spans(db_path: Path, phases: list[list[tuple[str, str]]]) -> list[Spans]:
     import sqlite3
 
     connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -351,7 +471,7 @@ def _sqlite_spans(db_path: Path, phases: list[list[tuple[str, str]]]) -> list[li
         connection.close()
 
 
-def _pg_spans(url: str, phases: list[list[tuple[str, str]]]) -> list[list[float]]:
+def _pg_spans(url: str, phases: list[list[tuple[str, str]]]) -> list[Spans]:
     import psycopg
 
     with psycopg.connect(url) as conn:
@@ -367,13 +487,13 @@ _SPAN_QUERY: Final = {
 
 def _spans(
     one: Callable[[str, tuple[str, str]], Any], marker: str, ids: list[tuple[str, str]]
-) -> list[float]:
+) -> Spans:
     query = _SPAN_QUERY[marker]
-    spans = []
+    spans = {}
     for session, command_id in ids:
         row = one(query, (session, command_id))
         if row is not None and row[1] is not None:
-            spans.append((float(row[1]) - float(row[0])) * 1000)
+            spans[session, command_id] = (float(row[1]) - float(row[0])) * 1000
     return spans
 
 
@@ -399,7 +519,7 @@ def tables(result: dict[str, Any]) -> list[Table]:
     table = Table(
         "Storage engines: governed writes (click) through HTTP to instant simulated devices",
         [
-            "engine",
+            "deployment",
             "sessions",
             "n",
             "writes/s",
@@ -417,13 +537,19 @@ def tables(result: dict[str, Any]) -> list[Table]:
             "x SQLite p99",
         ],
     )
+    missing = result.get("not_measured", {})
     for level in result["levels"]:
         for name in ENGINES:
+            if name in missing:
+                table.rows.append(
+                    [LABELS[name], str(level), f"not measured: {missing[name]}"] + [""] * 13
+                )
+                continue
             row = result["engines"][name]["levels"][str(level)]
-            ratios = result["ratios"][str(level)] if name != "SQLite" else None
+            ratios = result["ratios"][str(level)].get(name)
             table.rows.append(
                 [
-                    f"{name} one node",
+                    LABELS[name],
                     str(level),
                     str(row["writes"]),
                     fmt(row["writes_per_s"], 0),
@@ -441,7 +567,6 @@ def tables(result: dict[str, Any]) -> list[Table]:
                     fmt(ratios["p99"]) if ratios else "1.00",
                 ]
             )
-        table.rows.append([THREE_NODES, str(level), THREE_NODES_NOTE] + [""] * 13)
     settings = result["postgresql"]
     fs = settings["data_dir_filesystem"]
     table.notes.append(
@@ -457,24 +582,34 @@ def tables(result: dict[str, Any]) -> list[Table]:
         f"{fmt(rates['SQLite']['transactions_per_s'], 0)}, PostgreSQL "
         f"{fmt(rates['PostgreSQL']['transactions_per_s'], 0)}"
     )
-    for name in ENGINES:
+    if THREE_NODES in result["engines"]:
+        for level in result["levels"]:
+            row = result["engines"][THREE_NODES]["levels"][str(level)]
+            table.notes.append(
+                f"{THREE_NODES}, {level} sessions: {fmt(row['cross_node_share'] * 100, 0)}% of "
+                "writes admitted on another node than their session socket's; server p50 "
+                f"same node {fmt(row['same_node_server_p50_ms'])} ms, cross-node "
+                f"{fmt(row['cross_node_server_p50_ms'])} ms (p99 "
+                f"{fmt(row['cross_node_server_p99_ms'])} ms)"
+            )
+    for name in result["engines"]:
         data = result["engines"][name]
         table.notes.append(
-            f"{name}: every write ran exactly once on its device: {data['every_write_ran_once']}"
-            f" ({data['writes_acknowledged']} writes)"
+            f"{LABELS[name]}: every write ran exactly once on its device: "
+            f"{data['every_write_ran_once']} ({data['writes_acknowledged']} writes)"
         )
     table.notes.append(
         f"phases interleaved ABBA over {result['rounds']} round(s) of {result['total_per_phase']} "
         "writes; p50/p99 are the mean of the rounds'. server = admission to the outcome's turn "
         "(command rows, server clock); rest = client p50 - server p50 (HTTP, the final turn and "
-        "its COMMIT, the reply)"
+        "its COMMIT, the reply). Three nodes: CPU and COMMITs summed over the nodes"
     )
     return [table]
 
 
 def targets(result: dict[str, Any]) -> list[Target]:
     found = []
-    for name in ENGINES:
+    for name in result["engines"]:
         data = result["engines"][name]
         found.append(
             Target(

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
     from bench._context import Context
     from bench._http import HttpConnection
+    from bench._proc import Sampled
 
 # Name -> (synchronous, group commit). FULL with group commit is the default and the target's;
 # the same setting committing every turn on its own shows what group commit buys, in one run.
@@ -300,7 +301,7 @@ async def _sqlite_counters(connection: HttpConnection) -> tuple[float, float, fl
 
 
 async def _phase(
-    server: Server,
+    server: Sampled,
     host_pid: int,
     connections: list[HttpConnection],
     sessions: list[str],

@@ -167,6 +167,20 @@ class SimulatedDevice:
             )
         )
 
+    async def request_ticket(self, lease: Lease) -> None:
+        """Ask for a fresh session ticket over the device socket, as the extension does after
+        its session socket closed."""
+        await self.send_frame(
+            m.DeviceClientTicketRequest.model_validate(
+                {
+                    "type": "ticket_request",
+                    "sessionId": lease.session_id,
+                    "leaseId": lease.lease_id,
+                    "leaseEpoch": lease.lease_epoch,
+                }
+            )
+        )
+
     async def send_frame(self, frame: m.DeviceClientFrame | dict[str, Any]) -> None:
         """Send any frame (or raw JSON object), for tests of the backend's refusals."""
         if isinstance(frame, dict):

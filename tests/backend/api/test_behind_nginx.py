@@ -11,56 +11,30 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 
 from tests.backend.conftest import free_port
+from tests.support import nginx as balancer
 from tests.support.simdevice import SimulatedDevice
 from understudy._store._migrations import LATEST
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
     from tests.support.pgcluster import PgCluster
 
 pytestmark = pytest.mark.slow
 
-RUNBOOK = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
-NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 START_S = 60.0
 _CREDENTIAL = re.compile(r"(udc_\S+)")
-
-
-def runbook_nginx_block() -> str:
-    """The one fenced `nginx` block of the runbook."""
-    blocks: list[str] = re.findall(r"```nginx\n(.*?)```", RUNBOOK.read_text(), flags=re.DOTALL)
-    assert len(blocks) == 1, "the runbook has exactly one nginx block"
-    return blocks[0]
-
-
-def _pointed_at(block: str, upstream: str, port: int) -> str:
-    block, servers = re.subn(r"(?m)^(\s*)server \S+;.*$", rf"\1server {upstream};", block)
-    block, listens = re.subn(r"(?m)^(\s*)listen 80;$", rf"\1listen 127.0.0.1:{port};", block)
-    assert (servers, listens) == (1, 1), "the runbook's block lost its upstream or listen line"
-    return block
-
-
-@pytest.fixture
-def nginx_binary() -> str:
-    if not Path(NGINX).is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail("nginx is not installed; CI=true, so this test must run")
-        pytest.skip("nginx is not installed (`apt-get install nginx-light`)")
-    return NGINX
 
 
 def _env(data_dir: Path, port: int, url: str, public_url: str) -> dict[str, str]:
@@ -74,50 +48,12 @@ def _env(data_dir: Path, port: int, url: str, public_url: str) -> dict[str, str]
 
 
 @pytest.fixture
-def nginx(nginx_binary: str, tmp_path: Path) -> Iterator[tuple[int, int]]:
+def nginx(tmp_path: Path) -> Iterator[tuple[int, int]]:
     """nginx on a free port in front of a node on another free port: (nginx port, node port)."""
     port, node_port = free_port(), free_port()
-    prefix = tmp_path / "nginx"
-    prefix.mkdir()
-    prefix.chmod(0o777)  # the worker processes (nobody/www-data under root) write temp files here
-    conf = prefix / "nginx.conf"
-    conf.write_text(
-        f"daemon off;\nworker_processes 1;\npid {prefix}/nginx.pid;\n"
-        f"error_log {prefix}/error.log warn;\nevents {{ worker_connections 64; }}\n"
-        "http {\n"
-        f"  access_log {prefix}/access.log;\n"
-        f"  client_body_temp_path {prefix}/body;\n  proxy_temp_path {prefix}/proxy;\n"
-        + _pointed_at(runbook_nginx_block(), f"127.0.0.1:{node_port}", port)
-        + "}\n"
-    )
-    process = subprocess.Popen(
-        [nginx_binary, "-p", str(prefix), "-c", str(conf)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log = (
-                        (prefix / "error.log").read_text()
-                        if (prefix / "error.log").exists()
-                        else ""
-                    )
-                    raise AssertionError(f"nginx did not start: {log}") from None
-                time.sleep(0.05)
+    block = balancer.pointed_at(balancer.runbook_nginx_block(), [f"127.0.0.1:{node_port}"], port)
+    with balancer.Nginx.start(block, tmp_path / "nginx", port):
         yield port, node_port
-    finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 UNKNOWN = "command_outcome_unknown"
 RESUBMIT_CODES = frozenset({"command_not_started", "command_timed_out"})
@@ -59,8 +59,14 @@ async def drive(
     budget_s: float = 30.0,
     pause_s: float = 0.05,
     max_resubmits: int = 8,
+    fallbacks: Sequence[httpx.AsyncClient] = (),
 ) -> Answer:
-    """Submit `body` and follow the outcome rules until a final answer or the budget ends."""
+    """Submit `body` and follow the outcome rules until a final answer or the budget ends.
+
+    `fallbacks` are clients of other nodes (or of the balancer): after a network error the
+    caller moves to the next one, as a client whose node died retries elsewhere.
+    """
+    clients = [http, *fallbacks]
     command_id = str(body["commandId"])
     url = f"/v1/sessions/{session_id}/commands"
     poll_url = f"{url}/{command_id}"
@@ -77,6 +83,7 @@ async def drive(
         except httpx.TransportError as exc:
             final.trail.append(f"{method} {type(exc).__name__}")
             method = "GET"  # the command may have been admitted: ask for its durable state
+            http = clients[(clients.index(http) + 1) % len(clients)]
             await asyncio.sleep(pause_s * 2)
             continue
         answer = _answer(response)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from _pytest.terminal import TerminalReporter
+
     from tests.backend.faults._caller import Answer
 
 
@@ -24,6 +26,7 @@ class Figures:
     executions: int = 0  # real side effects the simulated devices counted
     outcomes: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)  # other counts worth reporting
+    durations: dict[str, list[float]] = field(default_factory=dict)  # seconds, by what
 
     def run(
         self,
@@ -43,6 +46,18 @@ class Figures:
     def note(self, what: str, count: int) -> None:
         self.notes[what] += count
 
+    def took(self, what: str, seconds: float) -> None:
+        """Record how long something took (a recovery after a node was lost)."""
+        self.durations.setdefault(what, []).append(seconds)
+
+    def report(self, terminalreporter: TerminalReporter, title: str) -> None:
+        """Print the totals at the end of the pytest run (nothing when no fault ran)."""
+        if not self.runs:
+            return
+        terminalreporter.write_sep("-", title)
+        for line in self.lines():
+            terminalreporter.write_line(line)
+
     def lines(self) -> list[str]:
         outcomes = ", ".join(f"{label}: {n}" for label, n in sorted(self.outcomes.items()))
         points: dict[str, list[str]] = {}
@@ -58,6 +73,11 @@ class Figures:
             f"commands settled: {self.commands}; executions counted: {self.executions}",
             f"outcomes by status: {outcomes}",
             *(f"{what}: {n}" for what, n in sorted(self.notes.items())),
+            *(
+                f"{what}: {len(times)} times, max {max(times):.2f} s, "
+                f"median {sorted(times)[len(times) // 2]:.2f} s"
+                for what, times in sorted(self.durations.items())
+            ),
         ]
 
 

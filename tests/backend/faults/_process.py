@@ -16,6 +16,10 @@ the app costs seconds of CPU on a shared machine; paying it before the crash rat
 keeps the restart as quick as a supervisor's, and the suite within its time budget.
 
 The server's stdout and stderr go to `server.log` in the run directory (scanned for secrets).
+
+The same class runs a node of a several-node deployment (`tests/backend/multinode_faults`): a
+`name` of its own for its log and telemetry files, and `env` with the shared
+`UNDERSTUDY_DATABASE_URL`, the balancer's `UNDERSTUDY_PUBLIC_URL` and its `UNDERSTUDY_NODE_ID`.
 """
 
 from __future__ import annotations
@@ -31,8 +35,12 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CLI = Path(sys.executable).parent / "understudy"
 # `understudy serve`, imported ahead and started on a line from stdin (see the module docstring).
@@ -54,18 +62,22 @@ def free_port() -> int:
         return port
 
 
-def _base_env(data_dir: Path) -> dict[str, str]:
+def _base_env(data_dir: Path, database_url: str | None = None) -> dict[str, str]:
     # The parent's own UNDERSTUDY_* settings (a crash point above all) must not leak in.
     env = {k: v for k, v in os.environ.items() if not k.startswith("UNDERSTUDY_")}
     env["UNDERSTUDY_DATA_DIR"] = str(data_dir)
     env["UNATTENDED_ENABLED_TENANTS"] = f'["{TENANT}"]'
+    if database_url is not None:
+        env["UNDERSTUDY_DATABASE_URL"] = database_url
     return env
 
 
-def _cli(data_dir: Path, *args: str, stdin: str | None = None) -> str:
+def _cli(
+    data_dir: Path, *args: str, stdin: str | None = None, database_url: str | None = None
+) -> str:
     done = subprocess.run(
         [str(CLI), *args],
-        env=_base_env(data_dir),
+        env=_base_env(data_dir, database_url),
         input=stdin,
         capture_output=True,
         text=True,
@@ -81,21 +93,31 @@ class Credentials:
     devices: dict[str, str]  # device id -> credential
 
 
-def prepare_data_dir(data_dir: Path, *, devices: int, secrets: dict[str, str]) -> Credentials:
-    """Create the database, a consumer key, `devices` devices and `secrets`, all with the CLI."""
-    _cli(data_dir, "migrate")
-    printed = _cli(data_dir, "keys", "create", "--tenant", TENANT, "--actor", "faults")
+def prepare_data_dir(
+    data_dir: Path, *, devices: int, secrets: dict[str, str], database_url: str | None = None
+) -> Credentials:
+    """Create the database, a consumer key, `devices` devices and `secrets`, all with the CLI.
+
+    With `database_url` the data lands in that PostgreSQL database; `data_dir` still holds the
+    master key the vaulted secrets are sealed with, so every node needs a copy of it.
+    """
+
+    def cli(*args: str, stdin: str | None = None) -> str:
+        return _cli(data_dir, *args, stdin=stdin, database_url=database_url)
+
+    cli("migrate")
+    printed = cli("keys", "create", "--tenant", TENANT, "--actor", "faults")
     key = re.search(r"^api key: (\S+)$", printed, re.MULTILINE)
     assert key is not None, printed
     credentials: dict[str, str] = {}
     for i in range(1, devices + 1):
         device_id = f"sim-{i}"
-        printed = _cli(data_dir, "devices", "enroll", "--tenant", TENANT, "--device", device_id)
+        printed = cli("devices", "enroll", "--tenant", TENANT, "--device", device_id)
         token = re.search(r"^credential: (\S+)$", printed, re.MULTILINE)
         assert token is not None, printed
         credentials[device_id] = token.group(1)
     for name, value in secrets.items():
-        _cli(data_dir, "secrets", "put", "--tenant", TENANT, "--name", name, stdin=value)
+        cli("secrets", "put", "--tenant", TENANT, "--name", name, stdin=value)
     return Credentials(key.group(1), credentials)
 
 
@@ -105,13 +127,30 @@ def copy_data_dir(template: Path, target: Path) -> Path:
 
 
 class ServerProcess:
-    """`understudy serve` on one data directory and one port, restartable."""
+    """`understudy serve` on one data directory and one port, restartable.
 
-    def __init__(self, data_dir: Path, run_dir: Path) -> None:
+    Args:
+        data_dir: The data directory (the SQLite file, or only the master key on PostgreSQL).
+        run_dir: Where the log (`{name}.log`) and the telemetry sink go.
+        name: Names those files; `server` (`server.log`, `telemetry.jsonl`) by default.
+        env: More settings for every spawned process (the database URL, the public URL).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        run_dir: Path,
+        *,
+        name: str = "server",
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.data_dir = data_dir
+        self.name = name
         self.port = free_port()
-        self.telemetry_path = run_dir / "telemetry.jsonl"
-        self.log_path = run_dir / "server.log"
+        telemetry = "telemetry.jsonl" if name == "server" else f"{name}.telemetry.jsonl"
+        self.telemetry_path = run_dir / telemetry
+        self.log_path = run_dir / f"{name}.log"
+        self.env = dict(env or {})
         self._process: asyncio.subprocess.Process | None = None
         self._spawned: list[asyncio.subprocess.Process] = []
 
@@ -121,7 +160,7 @@ class ServerProcess:
 
     async def spawn(self, crash_after: str | None = None) -> asyncio.subprocess.Process:
         """Launch a process that imports the app now and serves when `start` tells it to."""
-        env = _base_env(self.data_dir)
+        env = _base_env(self.data_dir) | self.env
         env["UNDERSTUDY_PORT"] = str(self.port)
         env["UNDERSTUDY_TELEMETRY_PATH"] = str(self.telemetry_path)
         if crash_after is not None:
@@ -162,6 +201,23 @@ class ServerProcess:
         """Wait for the serving process to end on its own (a crash point); its return code."""
         assert self._process is not None
         return await asyncio.wait_for(self._process.wait(), within)
+
+    @property
+    def serving(self) -> bool:
+        """Whether a started process is still running."""
+        return self._process is not None and self._process.returncode is None
+
+    def send_signal(self, signum: int) -> None:
+        """Send a signal to the serving process (`SIGSTOP`/`SIGCONT`: a node paused)."""
+        assert self._process is not None, "not started"
+        self._process.send_signal(signum)
+
+    async def kill(self) -> None:
+        """SIGKILL the serving process (a node lost), and wait until it is gone."""
+        assert self._process is not None, "not started"
+        if self._process.returncode is None:
+            self._process.kill()
+        await self._process.wait()
 
     async def stop(self) -> None:
         """Stop the serving process and every spawned one still waiting."""

@@ -38,8 +38,4 @@ def cli_template(tmp_path_factory: pytest.TempPathFactory) -> Template:
 
 
 def pytest_terminal_summary(terminalreporter: TerminalReporter) -> None:
-    if not FIGURES.runs:
-        return
-    terminalreporter.write_sep("-", "fault figures")
-    for line in FIGURES.lines():
-        terminalreporter.write_line(line)
+    FIGURES.report(terminalreporter, "fault figures")

@@ -67,16 +67,7 @@ class DroppingDevice(SimulatedDevice):
     async def reopen(self, lease: Lease) -> None:
         """Ask for a fresh session ticket, as the extension does after its socket closed."""
         acks = hello_acks(lease)
-        await self.send_frame(
-            m.DeviceClientTicketRequest.model_validate(
-                {
-                    "type": "ticket_request",
-                    "sessionId": lease.session_id,
-                    "leaseId": lease.lease_id,
-                    "leaseEpoch": lease.lease_epoch,
-                }
-            )
-        )
+        await self.request_ticket(lease)
         await self.wait_for(lambda: hello_acks(lease) > acks)
 
 
