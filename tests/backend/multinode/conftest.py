@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 class Nodes:
     """Start nodes named a, b, c … on one database; every one is stopped at the end."""
 
-    def __init__(self, tmp_path: Path, url: str) -> None:
+    def __init__(self, tmp_path: Path, url: str, clock: ManualClock | None = None) -> None:
         self._tmp_path = tmp_path
         self._url = url
-        self.clock = ManualClock()
+        self.clock = clock or ManualClock()
         self._key = secrets.token_bytes(32)
         self.running: dict[str, Backend] = {}
 
