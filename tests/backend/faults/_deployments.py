@@ -8,11 +8,10 @@ and c, so admissions, frames, outcomes and wake-ups all travel through PostgreSQ
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tests.backend.conftest import start_backend, stop_backend
+from tests.backend.conftest import engine_overrides, start_backend, stop_backend
 from tests.backend.faults._figures import FIGURES, THREE_NODE_FIGURES
 from tests.backend.multinode.conftest import Nodes
 
@@ -61,13 +60,23 @@ class Deployment:
 
 @contextlib.asynccontextmanager
 async def deployed(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest, clock: ManualClock | None = None
+    kind: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    clock: ManualClock | None = None,
+    *,
+    telemetry: bool = False,
 ) -> AsyncIterator[Deployment]:
-    """Start the deployment `kind` (`ONE_NODE` or `THREE_NODES`); stop every node at the end."""
+    """Start the deployment `kind` (`ONE_NODE` or `THREE_NODES`); stop every node at the end.
+
+    `telemetry` gives every node a telemetry file, `telemetry.jsonl` in the node's directory.
+    """
+
+    def own(node_dir: Path) -> dict[str, Any]:
+        return {"telemetry_path": node_dir / "telemetry.jsonl"} if telemetry else {}
+
     if kind == ONE_NODE:
-        overrides: dict[str, Any] = {}
-        if os.environ.get("UNDERSTUDY_TEST_ENGINE") == "postgresql":
-            overrides["database_url"] = request.getfixturevalue("postgresql_url")
+        overrides = engine_overrides(request) | own(tmp_path)
         single = await start_backend(tmp_path, clock, **overrides)
         try:
             yield Deployment(kind, [single], FIGURES)
@@ -76,7 +85,7 @@ async def deployed(
         return
     nodes = Nodes(tmp_path, request.getfixturevalue("postgresql_url"), clock)
     try:
-        started = [await nodes.start(name) for name in ("a", "b", "c")]
+        started = [await nodes.start(name, **own(tmp_path / name)) for name in ("a", "b", "c")]
         yield Deployment(kind, started, THREE_NODE_FIGURES)
     finally:
         for name in list(nodes.running):

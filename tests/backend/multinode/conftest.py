@@ -9,7 +9,7 @@ row locks, LISTEN/NOTIFY), as separate processes would.
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -31,13 +31,15 @@ class Nodes:
         self._key = secrets.token_bytes(32)
         self.running: dict[str, Backend] = {}
 
-    async def start(self, name: str) -> Backend:
+    async def start(self, name: str, **overrides: Any) -> Backend:
+        """Start node `name`; `overrides` are settings of its own (a telemetry file, say)."""
         node = await start_backend(
             self._tmp_path / name,
             self.clock,
             database_url=self._url,
             master_key=self._key,
             node_id=name,
+            **overrides,
         )
         self.running[name] = node
         return node
