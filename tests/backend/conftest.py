@@ -202,12 +202,17 @@ def postgresql_url(pg_cluster: pgcluster.PgCluster) -> Iterator[str]:
     pg_cluster.drop_schema(name)
 
 
-@pytest.fixture
-async def backend(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+def engine_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The settings that put a one-node backend on the engine `UNDERSTUDY_TEST_ENGINE` names."""
     overrides: dict[str, Any] = {}
     if os.environ.get("UNDERSTUDY_TEST_ENGINE") == "postgresql":
         overrides["database_url"] = request.getfixturevalue("postgresql_url")
-    running = await start_backend(tmp_path, **overrides)
+    return overrides
+
+
+@pytest.fixture
+async def backend(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
+    running = await start_backend(tmp_path, **engine_overrides(request))
     try:
         yield running
     finally:

@@ -81,4 +81,5 @@ class Figures:
         ]
 
 
-FIGURES = Figures()
+FIGURES = Figures()  # one node: every fault test
+THREE_NODE_FIGURES = Figures()  # the same tests, run again on three nodes on one PostgreSQL

@@ -9,6 +9,10 @@ restart (a new epoch). Meanwhile the caller keeps to the connector's rules: poll
 resubmit the same id on `504`. Every run: the device executed the write at most once and the
 caller's last answer is durable or an explicit unknown; the plaintext is nowhere on disk or in the
 server's output.
+
+It stays one node (one process on a SQLite data directory, killed at each crash point): its
+three-node counterpart, real processes on one PostgreSQL database killed at the same points, is
+`tests/backend/multinode_faults/test_node_crash_points.py`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Eight devices carry two unattended sessions each. Every session runs a seeded mi
 reads one after the other (a session is single-flight) with the connector's retry rules, all
 sessions at once, while seeded chaos tasks restart random devices' extensions (same browser
 epoch: sockets drop, the write journal survives). The backend runs on real time, so deadlines fire
-on their own as in production.
+on their own as in production. On three nodes the consumers call node a while the devices' sockets
+sit on nodes b and c (alternately), so every command crosses nodes.
 
 Checked for every command: at most one execution, exactly one for a succeeded write, and a final
 answer that is durable (`200`), an explicit unknown, or, on a session that already holds an
@@ -14,15 +15,15 @@ unknown write, `409 writes_blocked`; the durable state polled afterwards agrees 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tests.backend.conftest import start_backend, stop_backend
 from tests.backend.faults._caller import UNKNOWN, Answer, check_final, drive
-from tests.backend.faults._figures import FIGURES
+from tests.backend.faults._deployments import deployed
 from tests.backend.faults._harness import open_session, read, write
 from understudy._clock import ManualClock
 from understudy.generated import models as m
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     import httpx
+    import pytest
 
     from tests.support.simdevice import SimulatedDevice
 
@@ -95,17 +97,23 @@ async def _chaos(
 
 
 async def test_concurrent_sessions_with_random_restarts_lose_nothing_and_run_nothing_twice(
-    tmp_path: Path,
+    tmp_path: Path, deployment_kind: str, request: pytest.FixtureRequest
 ) -> None:
     plan_rng = random.Random(SEED)  # noqa: S311 - a reproducible plan, not a secret
-    backend = await start_backend(tmp_path, clock=WallClock())
     sessions: list[Session] = []
-    try:
-        devices = [await backend.device(device=f"laptop-{d}") for d in range(DEVICES)]
+    async with (
+        deployed(deployment_kind, tmp_path, request, WallClock()) as deployment,
+        contextlib.AsyncExitStack() as clients,
+    ):
+        backend = deployment.http
+        devices = [
+            await deployment.device_node(d).device(device=f"laptop-{d}") for d in range(DEVICES)
+        ]
         for d, device in enumerate(devices):
             for s in range(SESSIONS_PER_DEVICE):
                 # One key per session: the per-credential request limiter is not under test.
-                http = backend.client(backend.api_key(actor=f"bot-{d}-{s}"))
+                key = backend.api_key(actor=f"bot-{d}-{s}")
+                http = await clients.enter_async_context(backend.client(key))
                 session_id, _ = await open_session(
                     http,
                     device,
@@ -141,19 +149,16 @@ async def test_concurrent_sessions_with_random_restarts_lose_nothing_and_run_not
                 durable = await session.http.get(url)
                 if (durable.status_code, durable.json()) != (final.status, final.body):
                     mismatched.append((final.trail, durable.status_code, durable.text))
-    finally:
-        for session in sessions:
-            await session.http.aclose()
-        await stop_backend(backend)
 
     executions: dict[str, int] = {}
     for device in devices:
         executions.update(device.executions)
     finals = [final for session in sessions for _, final in session.finals]
     disturbed = sum(any(" 50" in step or "Error" in step for step in f.trail) for f in finals)
-    FIGURES.run("concurrent", "random-extension-restarts", finals, executions)
-    FIGURES.note("concurrent run: device restarts", restarts)
-    FIGURES.note("concurrent run: commands that met a 503/504 or a dropped request", disturbed)
+    figures = deployment.figures
+    figures.run("concurrent", "random-extension-restarts", finals, executions)
+    figures.note("concurrent run: device restarts", restarts)
+    figures.note("concurrent run: commands that met a 503/504 or a dropped request", disturbed)
 
     assert restarts >= 10, f"only {restarts} restarts in {elapsed:.1f}s: the chaos did not bite"
     assert len(finals) == DEVICES * SESSIONS_PER_DEVICE * COMMANDS_PER_SESSION

@@ -3,7 +3,8 @@
 A deadline turns an ungranted write into `not_started` (5 s) and granted work into `unknown`
 (25 s). A device that restarts afterwards must not revive either: a not-started write runs only
 when the caller resubmits it, and an unknown one stays unknown even when its result is replayed
-later, so the caller's answer never changes after it was given.
+later, so the caller's answer never changes after it was given. On three nodes the caller talks to
+node a while the device's sockets sit on node b; the nodes share one manual clock.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.backend.faults._caller import Answer, check_final, drive
-from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
 from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy.generated import models as m
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import httpx
 
     from tests.backend.conftest import Backend
+    from tests.backend.faults._deployments import Deployment
 
 
 async def _restart(device: SimulatedDevice, epoch: str) -> None:
@@ -50,10 +51,11 @@ async def _answer(http: httpx.AsyncClient, url: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("epoch", ["same", "new"])
 async def test_a_preparation_past_its_ready_deadline_runs_only_when_resubmitted(
-    backend: Backend, epoch: str
+    deployment: Deployment, epoch: str
 ) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=Behaviour(ready="silent"))
+        device = await socket_node.device(behaviour=Behaviour(ready="silent"))
         session_id, lease = await open_session(http, device)
         body = write("type")
         command_id = body["commandId"]
@@ -71,7 +73,7 @@ async def test_a_preparation_past_its_ready_deadline_runs_only_when_resubmitted(
         assert device.executions == {}  # nothing ran by itself
         final = await drive(http, session_id, body)
 
-    FIGURES.run(
+    deployment.figures.run(
         "device-after-deadline", f"ready-deadline/{epoch}-epoch", [final], device.executions
     )
     check_final(final, device.executions, allow_blocked=epoch == "new")
@@ -88,10 +90,11 @@ async def test_a_preparation_past_its_ready_deadline_runs_only_when_resubmitted(
     ],
 )
 async def test_granted_work_past_its_deadline_stays_unknown_after_a_device_restart(
-    backend: Backend, step: str, behaviour: Behaviour, epoch: str
+    deployment: Deployment, step: str, behaviour: Behaviour, epoch: str
 ) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=behaviour)
+        device = await socket_node.device(behaviour=behaviour)
         session_id, lease = await open_session(http, device)
         body = write("navigate")
         command_id = body["commandId"]
@@ -117,7 +120,7 @@ async def test_granted_work_past_its_deadline_stays_unknown_after_a_device_resta
         after = await _answer(http, f"{url}/{command_id}")
         final = Answer(command_id, after["status"], after.get("code"), after)
 
-    FIGURES.run(
+    deployment.figures.run(
         "device-after-deadline", f"grant-deadline/{step}/{epoch}-epoch", [final], device.executions
     )
     check_final(final, device.executions)
@@ -134,19 +137,20 @@ async def test_granted_work_past_its_deadline_stays_unknown_after_a_device_resta
 
 
 async def test_a_granted_write_of_an_older_lease_epoch_is_settled_by_its_own_session_agent(
-    backend: Backend,
+    deployment: Deployment,
 ) -> None:
+    backend, socket_node = deployment.http, deployment.device
     """The coordinator's turn for a browser restart committed the new lease epoch, and the process
     died before the session agent settled its commands: at start-up the agent finds the command
     of the older epoch due at once and declares it unknown, before any deadline."""
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=Behaviour(execute="hold_result"))
+        device = await socket_node.device(behaviour=Behaviour(execute="hold_result"))
         session_id, lease = await open_session(http, device)
         body = write("click")
         url = f"/v1/sessions/{session_id}/commands"
         answer = asyncio.ensure_future(http.post(url, json=body))
         await device.wait_for(lambda: grants(lease, body["commandId"]) == 1)
-        services = backend.services
+        services = socket_node.services
         # What the coordinator's turn leaves behind, reduced to the one column this test is
         # about: no repository method moves the lease epoch alone, so the test writes it.
         with services.db.transaction():

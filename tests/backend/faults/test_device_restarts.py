@@ -8,6 +8,10 @@ reconnect itself settles every open command. Deadline-dependent cases run on the
 `test_device_deadlines.py`.
 
 One `understudy serve` process serves every run of this module; each run has its own device.
+It stays one node: it runs the real CLI process on the SQLite data directory the CLI template
+prepared. The same restarts on three nodes run in-process in `test_device_deadlines.py` (every
+step, both epochs, sockets on another node than the caller), and with real processes behind a
+balancer in `tests/backend/multinode_faults/`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Frames are sent by hand through the simulated device's session socket, or through a raw socket
 opened with a ticket the backend minted, so each arrives exactly as a misbehaving or late peer
-would send it.
+would send it. On three nodes the caller talks to node a while the device's sockets, and so the
+frames under test, sit on node b.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import websockets
 
 from tests.backend.faults._caller import Answer, check_final
-from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import grants, hello_acks, open_session, releasing, write
 from tests.support.simdevice import Behaviour
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from tests.backend.conftest import Backend
+    from tests.backend.faults._deployments import Deployment
     from tests.support.simdevice import Lease, SimulatedDevice
 
 
@@ -52,10 +52,11 @@ async def _handled(device: SimulatedDevice, session_id: str, lease: Lease) -> No
 
 
 async def test_a_second_write_ready_for_a_granted_write_never_grants_again(
-    backend: Backend,
+    deployment: Deployment,
 ) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=Behaviour(execute="hold_result"))
+        device = await socket_node.device(behaviour=Behaviour(execute="hold_result"))
         session_id, lease = await open_session(http, device)
         body = write("click")
         cid = body["commandId"]
@@ -76,20 +77,21 @@ async def test_a_second_write_ready_for_a_granted_write_never_grants_again(
         await device.wait_for(lambda: _of(lease, m.SessionServerCancel, cid))
         assert grants(lease, cid) == 1
     final = Answer(cid, 200, None, response.json())
-    FIGURES.run("replayed-frame", "write_ready-after-grant", [final], device.executions)
+    deployment.figures.run("replayed-frame", "write_ready-after-grant", [final], device.executions)
     check_final(final, device.executions)
 
 
-async def test_a_replayed_result_is_acked_and_not_counted_twice(backend: Backend) -> None:
+async def test_a_replayed_result_is_acked_and_not_counted_twice(deployment: Deployment) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device()
+        device = await socket_node.device()
         session_id, lease = await open_session(http, device)
         body = write("type")
         cid = body["commandId"]
         url = f"/v1/sessions/{session_id}/commands"
         response = await http.post(url, json=body)
         assert response.status_code == 200, response.text
-        telemetry = backend.services.telemetry
+        telemetry = socket_node.services.telemetry
         outcomes = telemetry.counter("command.outcome", "succeeded")
         count = (await http.get(f"/v1/sessions/{session_id}")).json()["commandCount"]
 
@@ -119,15 +121,16 @@ async def test_a_replayed_result_is_acked_and_not_counted_twice(backend: Backend
         assert status["commandCount"] == count
         assert device.executions == {cid: 1}
     final = Answer(cid, 200, None, polled.json())
-    FIGURES.run("replayed-frame", "result-replayed", [final], device.executions)
+    deployment.figures.run("replayed-frame", "result-replayed", [final], device.executions)
     check_final(final, device.executions)
 
 
 async def test_a_result_for_a_write_never_granted_is_refused_with_an_error(
-    backend: Backend,
+    deployment: Deployment,
 ) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=Behaviour(ready="silent"))
+        device = await socket_node.device(behaviour=Behaviour(ready="silent"))
         session_id, lease = await open_session(http, device)
         body = write("navigate")
         cid = body["commandId"]
@@ -159,7 +162,7 @@ async def test_a_result_for_a_write_never_granted_is_refused_with_an_error(
         response = await asyncio.wait_for(answer, 10)
         assert (response.status_code, response.json()["code"]) == (504, "command_not_started")
         assert device.executions == {}
-    FIGURES.run("replayed-frame", "result-never-granted", [], device.executions)
+    deployment.figures.run("replayed-frame", "result-never-granted", [], device.executions)
 
 
 async def _ticket(device: SimulatedDevice, lease: Lease) -> m.DeviceServerSessionTicket:
@@ -211,11 +214,12 @@ async def _refusal(ticket: m.DeviceServerSessionTicket, hello: str) -> tuple[lis
         return frames, socket.close_code
 
 
-async def test_frames_on_a_superseded_socket_are_ignored(backend: Backend) -> None:
+async def test_frames_on_a_superseded_socket_are_ignored(deployment: Deployment) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device(behaviour=Behaviour(ready="silent"))
+        device = await socket_node.device(behaviour=Behaviour(ready="silent"))
         session_id, lease = await open_session(http, device)
-        agent = backend.services.session_agent(session_id)
+        agent = socket_node.services.session_agent(session_id)
         old_socket, old_serial = lease.session_socket, agent._serial
         ticket = await _ticket(device, lease)
         async with websockets.connect(f"{ticket.socket_url}?ticket={ticket.ticket}") as fresh:
@@ -261,14 +265,15 @@ async def test_frames_on_a_superseded_socket_are_ignored(backend: Backend) -> No
             )
             response = await asyncio.wait_for(answer, 10)
             assert response.status_code == 200, response.text
-    FIGURES.run(
+    deployment.figures.run(
         "replayed-frame", "superseded-socket", [Answer(cid, 200, None, response.json())], {}
     )
 
 
-async def test_stale_epochs_are_refused_on_the_session_socket(backend: Backend) -> None:
+async def test_stale_epochs_are_refused_on_the_session_socket(deployment: Deployment) -> None:
+    backend, socket_node = deployment.http, deployment.device
     async with releasing(backend), backend.client(backend.api_key()) as http:
-        device = await backend.device()
+        device = await socket_node.device()
         session_id, lease = await open_session(http, device)
         old_browser_epoch = device.browser_epoch
         unused = await _ticket(device, lease)  # minted for lease epoch 1

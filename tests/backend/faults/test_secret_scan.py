@@ -7,6 +7,10 @@ resubmission, once for a missing secret, and once through a crash in the middle 
 and after it stopped), the telemetry JSON-lines file, every server log record captured at DEBUG
 (uvicorn's own loggers included) and every HTTP answer. The plaintext must have reached the device
 (or the scan proves nothing) and nothing else.
+
+On three nodes (the caller on node a, the device's sockets on node b) the scan reads every node's
+data directory, telemetry file, log records and answers, and every row of the PostgreSQL schema
+the nodes share (the outbox included), rendered as text, in place of the SQLite files.
 """
 
 from __future__ import annotations
@@ -16,9 +20,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from tests.backend.conftest import start_backend, stop_backend
 from tests.backend.faults._caller import Answer, check_final, drive
-from tests.backend.faults._figures import FIGURES
+from tests.backend.faults._deployments import deployed
 from tests.backend.faults._harness import (
     PLAINTEXT,
     SECRET_NAME,
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
     import pytest
 
     from tests.backend.conftest import Backend
+    from tests.backend.faults._deployments import Deployment
     from tests.support.simdevice import Lease, SimulatedDevice
 
 # The app's loggers and the server's. Litestar configures the root logger when the app is built
@@ -63,8 +67,27 @@ def _listen_to_server(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
             logger.removeHandler(caplog.handler)
 
 
-def _data_files(backend: Backend) -> list[Path]:
-    return sorted(p for p in backend.settings.data_dir.iterdir() if p.is_file())
+def _data_files(deployment: Deployment) -> list[Path]:
+    return sorted(
+        p for node in deployment.nodes for p in node.settings.data_dir.iterdir() if p.is_file()
+    )
+
+
+def _database_rows(url: str) -> list[str]:
+    """Every row of every table in the PostgreSQL schema `url` uses, as text (`bytea` in hex)."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(url) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables"
+            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
+        ).fetchall()
+        rows: list[str] = []
+        for (table,) in tables:
+            query = sql.SQL("SELECT t::text FROM {} AS t").format(sql.Identifier(table))
+            rows += [f"{table} {row}" for (row,) in conn.execute(query).fetchall()]
+        return rows
 
 
 async def _fill(
@@ -95,46 +118,60 @@ async def _fill(
     return await asyncio.wait_for(caller, 30)
 
 
-async def _run(backend: Backend, answers: list[str], finals: list[Answer]) -> None:
-    try:
-        services = backend.services
-        with services.storage.transaction() as tx:
-            vault.put(tx.vault, services.keys, "acme", SECRET_NAME, PLAINTEXT, services.clock.now())
-        async with releasing(backend), backend.client(backend.api_key()) as http:
-            device = await backend.device()
-            session_id, lease = await open_session(http, device)
-            for stop_at in (None, "completed_unacked", "prepared", "started"):
-                finals.append(await _fill(backend, http, device, session_id, lease, stop_at))
-            missing = write("fill_secret")
-            missing["command"]["secretRef"] = "vault:no-such-secret"
-            # The session holds an unknown write now; a new session runs the last fill.
-            other, _ = await open_session(
-                http, device, profile="profile-b", origin="https://other.example"
-            )
-            finals.append(await drive(http, other, missing))
-            for final in finals:
-                answers.append(str(final.body))
-            answers.append((await http.get(f"/v1/sessions/{session_id}")).text)
-            answers.append((await http.get(f"/v1/sessions/{other}")).text)
-            answers.append((await http.get("/metrics")).text)
-            # While the server runs: the WAL and shared memory hold the latest pages.
-            assert leaks(PLAINTEXT, _data_files(backend)) == []
-    finally:
-        await stop_backend(backend)
+async def _run(deployment: Deployment, answers: list[str], finals: list[Answer]) -> None:
+    backend, socket_node = deployment.http, deployment.device
+    services = backend.services
+    with services.storage.transaction() as tx:
+        vault.put(tx.vault, services.keys, "acme", SECRET_NAME, PLAINTEXT, services.clock.now())
+    async with releasing(backend), backend.client(backend.api_key()) as http:
+        device = await socket_node.device()
+        session_id, lease = await open_session(http, device)
+        for stop_at in (None, "completed_unacked", "prepared", "started"):
+            finals.append(await _fill(backend, http, device, session_id, lease, stop_at))
+        missing = write("fill_secret")
+        missing["command"]["secretRef"] = "vault:no-such-secret"
+        # The session holds an unknown write now; a new session runs the last fill.
+        other, _ = await open_session(
+            http, device, profile="profile-b", origin="https://other.example"
+        )
+        finals.append(await drive(http, other, missing))
+        for final in finals:
+            answers.append(str(final.body))
+        answers.append((await http.get(f"/v1/sessions/{session_id}")).text)
+        answers.append((await http.get(f"/v1/sessions/{other}")).text)
+        answers.append((await http.get("/metrics")).text)
+        # While the server runs: the WAL and shared memory hold the latest pages.
+        assert leaks(PLAINTEXT, _data_files(deployment)) == []
 
 
-async def test_no_plaintext_secret_in_sqlite_telemetry_logs_or_answers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+async def test_no_plaintext_secret_in_storage_telemetry_logs_or_answers(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    deployment_kind: str,
+    request: pytest.FixtureRequest,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    telemetry = tmp_path / "telemetry.jsonl"
-    backend = await start_backend(tmp_path, telemetry_path=telemetry)
     answers: list[str] = []
     finals: list[Answer] = []
+    rows: list[str] = []
+    # Listening starts after start-up (see SERVER_LOGGERS) and ends after the nodes stopped.
+    running = deployed(deployment_kind, tmp_path, request, telemetry=True)
+    deployment = await running.__aenter__()
     with _listen_to_server(caplog):
-        await _run(backend, answers, finals)
-    device = backend.devices[0]
-    files = _data_files(backend)
+        try:
+            await _run(deployment, answers, finals)
+            if deployment.three_nodes:
+                rows = _database_rows(request.getfixturevalue("postgresql_url"))
+        finally:
+            await running.__aexit__(None, None, None)
+    device = deployment.device.devices[0]
+    files = _data_files(deployment)
+    # Node c served nothing in this run, so it may have written no telemetry at all.
+    telemetry = [
+        path
+        for node in deployment.nodes
+        if (path := node.settings.telemetry_path) is not None and path.exists()
+    ]
     labels = [final.label for final in finals]
     assert labels == [
         "200 succeeded",
@@ -148,10 +185,16 @@ async def test_no_plaintext_secret_in_sqlite_telemetry_logs_or_answers(
         check_final(final, device.executions)
     # The plaintext did travel (in the four grants), so finding it nowhere else means something.
     assert device.secrets_seen == [PLAINTEXT] * 4
-    assert {"understudy.db"} <= {p.name for p in files}
     # The scan reads the vault's own storage: the entry's name is there, its value is not.
-    assert any(SECRET_NAME.encode() in path.read_bytes() for path in files)
-    assert telemetry.stat().st_size > 0
+    if deployment.three_nodes:
+        assert any(row.startswith("vault") and SECRET_NAME in row for row in rows), rows[:5]
+        assert not any(PLAINTEXT.encode().hex() in row for row in rows)
+    else:
+        assert {"understudy.db"} <= {p.name for p in files}
+        assert any(SECRET_NAME.encode() in path.read_bytes() for path in files)
+    for node in {id(n): n for n in (deployment.http, deployment.device)}.values():
+        path = node.settings.telemetry_path
+        assert path is not None and path.stat().st_size > 0, path
     # The simulated extension's own socket log (websockets.client, in this process) shows the
     # grant it received: the device is where the plaintext belongs. Every other record is scanned.
     records = [
@@ -160,5 +203,5 @@ async def test_no_plaintext_secret_in_sqlite_telemetry_logs_or_answers(
         if r.name != "websockets.client"
     ]
     assert any(r.startswith("uvicorn.error DEBUG") for r in records)  # DEBUG reached the capture
-    assert leaks(PLAINTEXT, [*files, telemetry], [*records, *answers]) == []
-    FIGURES.run("secret-scan", "fill_secret-through-faults", finals, device.executions)
+    assert leaks(PLAINTEXT, [*files, *telemetry], [*records, *answers, *rows]) == []
+    deployment.figures.run("secret-scan", "fill_secret-through-faults", finals, device.executions)

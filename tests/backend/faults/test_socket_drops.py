@@ -4,6 +4,7 @@ The device side closes its session socket at the chosen step (as a network drop 
 runtime restart would) and asks for a fresh ticket over its device socket, exactly as the
 extension does; frames still in flight on the dropped socket are lost with it. The caller keeps
 to the connector's rules. Every run: one execution, and the caller's answer is the durable one.
+On three nodes the caller talks to node a while both of the device's sockets sit on node b.
 """
 
 from __future__ import annotations
@@ -14,13 +15,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.backend.faults._caller import check_final, drive
-from tests.backend.faults._figures import FIGURES
 from tests.backend.faults._harness import hello_acks, open_session, releasing, write
 from tests.support.simdevice import SimulatedDevice
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from tests.backend.conftest import Backend
+    from tests.backend.faults._deployments import Deployment
     from tests.support.simdevice import Lease
 
 
@@ -89,10 +89,11 @@ def _frames_for(lease: Lease, kind: type[Any], command_id: str) -> int:
 
 @pytest.mark.parametrize("point", sorted(POINTS))
 async def test_a_session_socket_drop_at_each_step_runs_the_write_at_most_once(
-    backend: Backend, point: str
+    deployment: Deployment, point: str
 ) -> None:
-    device = DroppingDevice(backend.url, backend.enroll())
-    backend.devices.append(device)
+    backend, socket_node = deployment.http, deployment.device
+    device = DroppingDevice(socket_node.url, socket_node.enroll())
+    socket_node.devices.append(device)
     await device.connect()
     async with releasing(backend), backend.client(backend.api_key()) as http:
         session_id, lease = await open_session(http, device)
@@ -101,14 +102,14 @@ async def test_a_session_socket_drop_at_each_step_runs_the_write_at_most_once(
         device.drop_after = point
         caller = asyncio.create_task(drive(http, session_id, body))
         await asyncio.wait_for(device.dropped.wait(), 5)
-        agent = backend.services.session_agent(session_id)
+        agent = socket_node.services.session_agent(session_id)
         await backend.until(lambda: not agent.connected, "the backend saw the socket drop")
         await device.reopen(lease)
         final = await asyncio.wait_for(caller, 30)
         await device.wait_for(lambda: command_id not in lease.journal)
         durable = await http.get(f"/v1/sessions/{session_id}/commands/{command_id}")
 
-    FIGURES.run("session-socket-drop", point, [final], device.executions)
+    deployment.figures.run("session-socket-drop", point, [final], device.executions)
     check_final(final, device.executions)
     assert final.label == "200 succeeded", final.trail
     assert ("POST 504 command_not_started" in final.trail) == POINTS[point], final.trail

@@ -9,7 +9,7 @@ row locks, LISTEN/NOTIFY), as separate processes would.
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,20 +24,22 @@ if TYPE_CHECKING:
 class Nodes:
     """Start nodes named a, b, c … on one database; every one is stopped at the end."""
 
-    def __init__(self, tmp_path: Path, url: str) -> None:
+    def __init__(self, tmp_path: Path, url: str, clock: ManualClock | None = None) -> None:
         self._tmp_path = tmp_path
         self._url = url
-        self.clock = ManualClock()
+        self.clock = clock or ManualClock()
         self._key = secrets.token_bytes(32)
         self.running: dict[str, Backend] = {}
 
-    async def start(self, name: str) -> Backend:
+    async def start(self, name: str, **overrides: Any) -> Backend:
+        """Start node `name`; `overrides` are settings of its own (a telemetry file, say)."""
         node = await start_backend(
             self._tmp_path / name,
             self.clock,
             database_url=self._url,
             master_key=self._key,
             node_id=name,
+            **overrides,
         )
         self.running[name] = node
         return node
