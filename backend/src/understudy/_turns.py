@@ -7,7 +7,9 @@ and its telemetry is dropped with it, so a rolled-back turn reports nothing. The
 a refusal (`ProblemError`): the turn's answer is the refusal, and the records the body marked as
 describing it (`report_refusal`) are reported.
 
-Each actor also has at most one timer, armed after every turn at the actor's earliest due time.
+Each actor also has at most one timer, armed after every turn at the actor's earliest due time:
+the one the body put in its outbox (`Outbox.due`) when it knows it exactly from the rows it read
+and wrote, else the rows' answer to one more query.
 An error in the timer's turn is logged and counted (`understudy_timer_errors_total`), never
 swallowed; the next turn re-arms the timer.
 
@@ -69,6 +71,9 @@ class Outbox:
     # on other nodes should re-read once this turn commits.
     actor: ActorRow | None = None
     wake_sessions: set[str] = field(default_factory=set)
+    # The actor's earliest due time after this turn, when the body knows it exactly from the
+    # rows it read and wrote in this transaction; unset, the timer asks the rows (a statement).
+    due: float | object | None = _UNSET
 
 
 class SocketSupersededError(RuntimeError):
@@ -172,7 +177,7 @@ class Turns(Generic[OutboxT]):
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:
-            self.timer.arm()
+            self.timer.arm(out.due)
         return result
 
     async def _run_shared(
@@ -207,7 +212,11 @@ class Turns(Generic[OutboxT]):
                     if self._stage is not None:
                         self._stage(out)
                     if self.timer is not None:
-                        due = self.timer.due_now()
+                        # The body's exact due time when it gave one: it is what this actor's row
+                        # tells every node's timer poll, so it must be the rows' own answer.
+                        known = out.due
+                        due = self.timer.due_now() if known is _UNSET else known
+                        assert due is None or isinstance(due, float | int)  # noqa: S101
                         if due != row.due_at:
                             repos.actors.set_due(row.key, due)
                     for session_id in sorted(out.wake_sessions):

@@ -92,6 +92,8 @@ class _Outbox(TurnOutbox):
     wake: set[str] = field(default_factory=set)
     step: str | None = None  # the persisted write step this turn took (for crash points)
     pending: list[m.SessionServerFrame] = field(default_factory=list)  # other nodes' rows, first
+    # Command rows as this turn's own statements returned them, for the waiters it wakes.
+    rows: dict[str, CommandRow] = field(default_factory=dict)
 
 
 class SessionAgent:
@@ -139,6 +141,11 @@ class SessionAgent:
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
         self.hello: m.SessionClientHello | None = None
         self._events: dict[str, asyncio.Event] = {}
+        # The command rows the last turn delivered here wrote, as committed: a waiter it woke
+        # takes its row from here instead of reading it again. Replaced by every turn (a turn
+        # that wrote none empties it) and emptied when another node or actor may have changed
+        # a row, so a row here is always the current one; never kept longer than that.
+        self._handed: dict[str, CommandRow] = {}
         self._ready = asyncio.Event()  # set while an authoritative socket has said hello
 
     @property
@@ -185,6 +192,7 @@ class SessionAgent:
 
     def woken(self) -> None:
         """Another node changed this session (an outcome, its socket): waiters here re-read."""
+        self._handed = {}
         self._changed.set()
         for event in self._events.values():
             event.set()
@@ -258,6 +266,7 @@ class SessionAgent:
     # -- turns ---------------------------------------------------------------------------------
 
     async def _deliver(self, out: _Outbox) -> None:
+        self._handed = out.rows  # first: whatever follows may raise (a crash point)
         if out.step is not None:
             _faults.after(out.step)
         for frame in out.pending:
@@ -375,6 +384,11 @@ class SessionAgent:
                     deadline=deadline,
                 )
             assert row is not None  # noqa: S101 - written above
+            out.rows[command_id] = row
+            # Exact without asking the rows again: no other command of the session is open
+            # (`busy` is empty, read in this transaction), and this one is of the session's
+            # lease epoch, so the actor's earliest due time is this command's.
+            out.due = _due(row) if CommandState(row.state).open else None
             # The admitted command moves the idle expiry in this same transaction (never past the
             # hard expiry). The tenant's timer may then fire early for the old deadline; its tick
             # finds nothing due and re-arms, so no coordinator turn is needed per command.
@@ -409,7 +423,7 @@ class SessionAgent:
 
     async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
         """Wait (on the injected clock) until the command is no longer open, or `within` passes."""
-        row = self.repos.commands.get(self.session_id, command_id)
+        row = self._handed.get(command_id) or self.repos.commands.get(self.session_id, command_id)
         assert row is not None  # noqa: S101 - the caller admitted it
         until = min(row.admitted_at + within, row.deadline)
         event = self._events.setdefault(command_id, asyncio.Event())
@@ -428,7 +442,10 @@ class SessionAgent:
                 await self._wait_changed(event, until)
             else:
                 await wait_until(event, self.clock, until)
-            row = self.repos.commands.get(self.session_id, command_id)
+            # The row the waking turn wrote, when it was a turn of this node's (no statement).
+            row = self._handed.get(command_id) or self.repos.commands.get(
+                self.session_id, command_id
+            )
             assert row is not None  # noqa: S101
 
     # -- frames from the extension -------------------------------------------------------------
@@ -625,6 +642,9 @@ class SessionAgent:
             self.session_id, str(frame.command_id), state=grant.target.value, when=when
         )
         if granted is not None:
+            # Exact without asking the rows again: this is the session's one open command (see
+            # `_result`), and the session is of its lease epoch (the grant's condition).
+            out.due = _due(granted)
             self._apply(out, granted, frame.command_id, grant, now, persisted=True)
             out.frames.append(_grant_frame(frame.command_id, granted, None))
             return
@@ -672,6 +692,9 @@ class SessionAgent:
             from_state=_S.GRANTED.value,
         )
         if settled is not None:
+            # Nothing of the session is open any more: a session has at most one open command
+            # (admission refuses another while one is, `session_busy`), and this one just ended.
+            out.due = None
             self._apply(
                 out,
                 settled,
@@ -745,6 +768,8 @@ class SessionAgent:
         did: `persisted`, `row` as it wrote it), then queue its frames."""
         target = decision.target
         if row is not None and target is not None:
+            if persisted:
+                out.rows[row.command_id] = row
             if target.open:  # granted: the deadline of the work runs on
                 if not persisted:
                     self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
@@ -828,6 +853,11 @@ class SessionAgent:
         # One aggregate; a command of an older lease epoch is due at once (its admission).
         return self.repos.commands.next_due(self.session_id)
 
+    @property
+    def timer_due(self) -> float | None:
+        """When the session's timer fires next (None: not armed)."""
+        return self._turns.timer.due  # type: ignore[union-attr]  # this actor always has a timer
+
     def arm(self) -> None:
         """(Re)arm the timer at the earliest deadline of an open command."""
         self._turns.timer.arm()  # type: ignore[union-attr]  # this actor always has a timer
@@ -846,6 +876,7 @@ class SessionAgent:
     async def demote(self) -> None:
         """The session's authority moved (new lease epoch, closing or terminal): drop the socket
         and wake every waiter so it re-reads the durable state."""
+        self._handed = {}
         if self._node is not None:
             await self._demote_shared(self._node)
         else:

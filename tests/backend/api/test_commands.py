@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
 
+    from understudy._store.commands import CommandRow
+
 
 async def _session(
     backend: Backend,
@@ -59,6 +61,13 @@ async def _post_later(
     await backend.until(reached, "the command reached the device")
     await backend.clock.advance(seconds)
     return await task
+
+
+def _row(backend: Backend, session_id: str, command_id: str) -> CommandRow:
+    with backend.services.storage.transaction() as tx:
+        row = tx.commands.get(session_id, command_id)
+    assert row is not None
+    return row
 
 
 def _received(device: SimulatedDevice, command_id: str, kind: type[Any]) -> bool:
@@ -520,3 +529,61 @@ async def test_the_first_command_right_after_201_finds_the_session_socket_up(
         sid = created.json()["sessionId"]
         first = await http.post(f"/v1/sessions/{sid}/commands", json=_cmd({"name": "hello"}))
         assert first.status_code == 200, first.text
+
+
+async def test_the_ready_deadline_the_admission_hands_to_the_timer_fires_exactly_then(
+    backend: Backend,
+) -> None:
+    # The admission turn arms the timer with the due time it computed itself (not a query), and
+    # the result turn of the write before it disarmed the timer: only the timer ends the write at
+    # 5 s (the waiting request itself looks again only at 20 s).
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        done = await http.post(url, json=_cmd({"name": "click", "ref": "g1e1"}))
+        assert done.status_code == 200, done.text
+        agent = backend.services.session_agent(sid)
+        assert agent.timer_due is None  # the result turn: nothing of the session is open
+        device.behaviour.ready = "silent"
+        body = _cmd({"name": "type", "ref": "g1e2", "text": "hi"})
+        cid = body["commandId"]
+        waiting = asyncio.ensure_future(http.post(url, json=body))
+        await backend.until(
+            lambda: _received(device, cid, m.SessionServerWritePrepare), "the prepare arrived"
+        )
+        assert agent.timer_due == _row(backend, sid, cid).ready_deadline
+        await backend.clock.advance(4.99)
+        for _ in range(50):  # a timer armed too early would have settled it by now
+            await asyncio.sleep(0)
+        assert backend.command_state(sid, cid) == "preparing"
+        await backend.clock.advance(0.01)
+        await backend.until(
+            lambda: backend.command_state(sid, cid) == "not_started", "the ready deadline fired"
+        )
+        answer = await waiting
+        assert (answer.status_code, answer.json()["code"]) == (504, "command_not_started")
+
+
+async def test_the_deadline_the_grant_hands_to_the_timer_fires_exactly_then(
+    backend: Backend,
+) -> None:
+    # The write_ready turn arms the timer with the granted row's deadline (25 s after admission)
+    # instead of a query.
+    async with backend.client(backend.api_key()) as http:
+        device, sid = await _session(backend, http, Behaviour(execute="hold_result"))
+        url = f"/v1/sessions/{sid}/commands"
+        body = _cmd({"name": "navigate", "url": "https://example.com/next"})
+        cid = body["commandId"]
+        waiting = asyncio.ensure_future(http.post(url, json=body))
+        await backend.until(lambda: device.executions.get(cid), "the write ran")
+        assert backend.services.session_agent(sid).timer_due == _row(backend, sid, cid).deadline
+        await backend.clock.advance(20)
+        assert (await waiting).status_code == 202
+        await backend.clock.advance(4.99)
+        for _ in range(50):  # a timer armed too early would have settled it by now
+            await asyncio.sleep(0)
+        assert backend.command_state(sid, cid) == "granted"
+        await backend.clock.advance(0.01)
+        await backend.until(
+            lambda: backend.command_state(sid, cid) == "unknown", "the grant deadline fired"
+        )

@@ -161,3 +161,37 @@ async def test_a_timer_turn_that_fails_is_logged_and_counted_not_swallowed(
     assert value(families, "understudy_timer_errors_total", actor="session") == 0
     assert "tenant timer turn failed" in caplog.text
     assert "RuntimeError: tick failed" in caplog.text
+
+
+# Statements of one governed write on SQLite, end to end: the credential lookup (1), the
+# admission turn (5), the write_ready and result turns (1 each). The timer's re-arm after each
+# turn and the HTTP waiter take what the turns wrote instead of asking the rows again.
+GOVERNED_WRITE_STATEMENTS = 8
+
+
+async def test_a_governed_write_runs_a_fixed_number_of_sql_statements(backend: Backend) -> None:
+    if os.environ.get("UNDERSTUDY_TEST_ENGINE") == "postgresql":  # SQLite's executor counts
+        return
+    device = await backend.device()
+    async with backend.client(backend.api_key()) as http:
+        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
+        assert created.status_code == 201, created.text
+        session_id = created.json()["sessionId"]
+        lease = next(iter(device.leases.values()))
+        await device.wait_for(lambda: lease.session_frames)  # hello_ack: the socket is up
+
+        async def write() -> None:
+            command = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+            answered = await http.post(f"/v1/sessions/{session_id}/commands", json=command)
+            assert answered.status_code == 200, answered.text
+            assert answered.json()["status"] == "succeeded", answered.text
+
+        await write()  # warm: the first write of a session may read what later ones need not
+        first = value(await scrape(backend), "understudy_sqlite_statements_total")
+        second = value(await scrape(backend), "understudy_sqlite_statements_total")
+        scrape_cost = second - first  # a scrape's own statements, if any
+        writes = 5
+        for _ in range(writes):
+            await write()
+        after = value(await scrape(backend), "understudy_sqlite_statements_total")
+    assert (after - second - scrape_cost) / writes == GOVERNED_WRITE_STATEMENTS

@@ -318,7 +318,8 @@ class CommandRepository(Protocol):
         when: GrantCondition | None = None,
     ) -> CommandRow | None:
         """Granted: set `state`, clear the ready deadline; with `when`, only a row in its state
-        and lease epoch, and not of its excluded name (None otherwise)."""
+        and lease epoch, of a session of that lease epoch, and not of its excluded name (None
+        otherwise)."""
         ...
 
     def settle(

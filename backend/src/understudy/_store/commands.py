@@ -94,8 +94,9 @@ class NewCommand:
 
 @dataclass(frozen=True)
 class GrantCondition:
-    """When a grant applies: the row is in `state` under `lease_epoch`, and is not a
-    `unless_name` command (one that needs more than its row before it is granted)."""
+    """When a grant applies: the row is in `state` under `lease_epoch`, its session is of that
+    lease epoch too, and it is not a `unless_name` command (one that needs more than its row
+    before it is granted)."""
 
     state: str
     lease_epoch: int
@@ -248,7 +249,13 @@ class SqlCommands:
         as it says (None otherwise, and nothing changes)."""
         condition, params = "", {}
         if when is not None:
-            condition = " AND state = :from_state AND lease_epoch = :epoch AND name <> :unless_name"
+            # The session still of that lease epoch too (one statement): a granted row then says
+            # exactly when the session's timer is due, without asking again.
+            condition = (
+                " AND state = :from_state AND lease_epoch = :epoch AND name <> :unless_name"
+                " AND lease_epoch = (SELECT sessions.lease_epoch FROM sessions"
+                " WHERE sessions.session_id = :sid)"
+            )
             params = {
                 "from_state": when.state,
                 "epoch": when.lease_epoch,
