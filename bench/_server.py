@@ -6,6 +6,10 @@ consumer API key comes from the operator CLI (`understudy keys create`), and dev
 enrolled through the documented ``DEVICE_TOKENS`` setting (a ``device_tokens`` table in the TOML
 file named by ``UNDERSTUDY_CONFIG``), because enrolling 10,000 devices one CLI process at a time
 (~0.3 s each) would take most of an hour.
+
+The server binds a port it picks itself (``UNDERSTUDY_PORT=0``) and the benchmark reads it from
+the line ``understudy: serving on …`` it prints: a port probed free here and handed over would
+be free only until someone else took it, and once another benchmark's server answered on it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +44,8 @@ RAISED_QUOTAS: Final = {
     "requestsPerCredentialPerMin": 1_000_000,
 }
 _API_KEY = re.compile(r"^api key:\s+(usk_\S+)$", re.MULTILINE)
+# What `understudy serve` and `synthetic-users serve` print once they listen (on the bound port).
+_SERVING = re.compile(r"^[a-z-]+: serving on https?://[^\s/]+:(\d+)", re.MULTILINE)
 _READY_TIMEOUT_S: Final = 120.0
 _STOP_TIMEOUT_S: Final = 30.0
 
@@ -58,11 +63,25 @@ def _understudy_command() -> list[str]:
     return [sys.executable, "-m", "understudy.cli"]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+def serving_port(output: Path) -> int | None:
+    """The port a server started on port 0 says it serves on, once its output says so."""
+    try:
+        text = output.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    match = _SERVING.search(text)
+    return int(match.group(1)) if match else None
+
+
+async def answers_ok(port: int, path: str) -> bool:
+    """Whether ``GET path`` on 127.0.0.1:``port`` answers 200 (False while nothing listens)."""
+    connection = HttpConnection("127.0.0.1", port)
+    try:
+        return (await connection.request("GET", path)).status == 200
+    except OSError:
+        return False
+    finally:
+        await connection.close()
 
 
 @dataclass
@@ -77,7 +96,9 @@ class Server:
         telemetry: Write content-free telemetry to ``data_dir/telemetry.jsonl``.
         profile: Run under ``bench._cprofile_serve`` so phases can be CPU-profiled.
         group_commit: ``UNDERSTUDY_SQLITE_GROUP_COMMIT``.
-        extra_env: More settings (e.g. ``UNDERSTUDY_CONNECTION_LIMITS``).
+        extra_env: More settings (e.g. ``UNDERSTUDY_CONNECTION_LIMITS``); not
+            ``UNDERSTUDY_PUBLIC_URL``, whose port the served line would print instead.
+        port: 0 (the server picks a free one; set once it serves) or a fixed port.
     """
 
     data_dir: Path
@@ -88,7 +109,7 @@ class Server:
     profile: bool = False
     group_commit: bool = True
     extra_env: Mapping[str, str] = field(default_factory=dict)
-    port: int = field(default_factory=free_port)
+    port: int = 0
     api_key: str = ""
     process: asyncio.subprocess.Process | None = None
 
@@ -203,23 +224,18 @@ class Server:
 
     async def _wait_ready(self) -> None:
         deadline = time.monotonic() + _READY_TIMEOUT_S
+        log = self.data_dir / "server.log"
         while True:
             assert self.process is not None  # noqa: S101 - started
             if self.process.returncode is not None:
-                log = self.data_dir / "server.log"
                 last = log.read_text(errors="replace").strip().splitlines()[-1:] or [""]
                 raise RuntimeError(
                     f"understudy serve exited with {self.process.returncode}: {last[0]} (see {log})"
                 )
-            connection = HttpConnection(self.host, self.port)
-            try:
-                reply = await connection.request("GET", "/readyz")
-                if reply.status == 200:
-                    return
-            except OSError:
-                pass
-            finally:
-                await connection.close()
+            if self.port == 0:
+                self.port = serving_port(log) or 0
+            if self.port != 0 and await answers_ok(self.port, "/readyz"):
+                return
             if time.monotonic() > deadline:
                 raise RuntimeError(f"understudy serve not ready after {_READY_TIMEOUT_S:.0f} s")
             await asyncio.sleep(0.05)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from bench._http import HttpConnection
 from bench._proc import sample
 from bench._report import Table, Target, fmt
-from bench._server import free_port
+from bench._server import answers_ok, serving_port
 from bench._stats import summary
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ class Service:
 
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = 0  # picked by the service itself, read from its output once it serves
+        self.output = data_dir / "serve.log"
         self.env = {
             **os.environ,
             "SYNTHETIC_USERS_DATA_DIR": str(data_dir),
@@ -99,30 +100,21 @@ class Service:
         if created.returncode != 0:
             raise RuntimeError("synthetic-users keys create failed")
         self.key = out.decode().strip()
-        self.proc = await asyncio.create_subprocess_exec(
-            *_cli(),
-            "serve",
-            "--api-only",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            env=self.env,
-            stdout=asyncio.subprocess.DEVNULL,
-        )
+        with self.output.open("wb") as output:
+            self.proc = await asyncio.create_subprocess_exec(
+                *_cli(),
+                *("serve", "--api-only", "--host", "127.0.0.1", "--port", "0"),
+                env=self.env,
+                stdout=output,
+            )
         deadline = time.monotonic() + _READY_TIMEOUT_S
-        probe = HttpConnection("127.0.0.1", self.port)
         while True:
-            try:
-                if (await probe.request("GET", "/healthz")).status == 200:
-                    break
-            except OSError:
-                pass
+            self.port = self.port or serving_port(self.output) or 0
+            if self.port and await answers_ok(self.port, "/healthz"):
+                return self
             if self.proc.returncode is not None or time.monotonic() > deadline:
                 raise RuntimeError("synthetic-users serve did not become healthy")
             await asyncio.sleep(0.1)
-        await probe.close()
-        return self
 
     async def __aexit__(self, *exc: object) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -12,10 +12,10 @@ with code 1.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
+from understudy._periodic import Periodic
 from understudy._store._errors import StorageInUseError
 
 if TYPE_CHECKING:
@@ -33,29 +33,24 @@ class ClaimWatch:
     def __init__(self, storage: SqlStorage, on_lost: Callable[[str], None]) -> None:
         self._storage = storage
         self._on_lost = on_lost
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            self._check, every_s=CHECK_INTERVAL_S, log=log, failed="the service claim check failed"
+        )
         self.lost: str | None = None  # why the claim went to another service, once it did
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._loop.stop()
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(CHECK_INTERVAL_S)
-            try:
-                # In a thread: reaching an unreachable server must not hold the event loop.
-                await asyncio.to_thread(self._storage.keep_claim)
-            except StorageInUseError as exc:
-                self.lost = str(exc)
-                log.critical("the database's service claim was lost: %s; stopping", exc)
-                self._on_lost(self.lost)
-                return
-            except Exception:  # a failed check must not end the watch; the next one retries
-                log.exception("the service claim check failed")
+    async def _check(self) -> bool:
+        try:
+            # In a thread: reaching an unreachable server must not hold the event loop.
+            await asyncio.to_thread(self._storage.keep_claim)
+        except StorageInUseError as exc:
+            self.lost = str(exc)
+            log.critical("the database's service claim was lost: %s; stopping", exc)
+            self._on_lost(self.lost)
+            return False
+        return True

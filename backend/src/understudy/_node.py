@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Final, Protocol, TypeVar
 
 import psycopg
 
+from understudy._periodic import Periodic
 from understudy._store._postgres import NODE_DEAD_AFTER_S
 
 if TYPE_CHECKING:
@@ -123,11 +124,25 @@ class SharedNode:
         self.node_id = storage.node_id
         self.channel = channel_for(storage)
         self._host: NodeHost | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_wanted = asyncio.Event()
+        self._periodic = (
+            Periodic(
+                self._poll,
+                every_s=POLL_S,
+                wake=self._drain_wanted,
+                log=log,
+                failed=f"node {self.node_id}: the outbox or timer poll failed",
+            ),
+            Periodic(
+                self._reap_round,
+                every_s=REAP_S,
+                log=log,
+                failed=f"node {self.node_id}: taking over gone nodes failed",
+            ),
+        )
         self.listening = False  # the LISTEN connection is up
         self._healthy_since: float | None = None  # monotonic time the heartbeat last came back
         self._late_seen = storage.late_heartbeats
@@ -198,19 +213,12 @@ class SharedNode:
             target=self._listen, name=f"understudy-listen-{self.node_id}", daemon=True
         )
         self._thread.start()
-        self._tasks = [
-            self._loop.create_task(self._poll()),
-            self._loop.create_task(self._reap_loop()),
-        ]
+        for periodic in self._periodic:
+            periodic.start()
 
     async def stop(self) -> None:
         self._stopping.set()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
+        await asyncio.gather(*(periodic.stop() for periodic in self._periodic))
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, 5.0)
             self._thread = None
@@ -256,19 +264,12 @@ class SharedNode:
     # -- polling ---------------------------------------------------------------------------------
 
     async def _poll(self) -> None:
-        while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(POLL_S):
-                    await self._drain_wanted.wait()
-            self._drain_wanted.clear()
-            if not self._storage.heartbeat_ok:
-                continue  # the database does not answer: the heartbeat says when it does again
-            try:
-                await self._check_if_late()
-                await self.drain()
-                await self.take_timers()
-            except Exception:  # the next poll retries; a failure must not end the loop
-                log.exception("node %s: the outbox or timer poll failed", self.node_id)
+        """Every `POLL_S`, or at once when a notification wants a drain."""
+        if not self._storage.heartbeat_ok:
+            return  # the database does not answer: the heartbeat says when it does again
+        await self._check_if_late()
+        await self.drain()
+        await self.take_timers()
 
     async def _check_if_late(self) -> None:
         late = self._storage.late_heartbeats
@@ -350,24 +351,20 @@ class SharedNode:
             except Exception:
                 log.exception("node %s: a taken timer's turn failed", self.node_id)
 
-    async def _reap_loop(self) -> None:
-        while True:
-            await asyncio.sleep(REAP_S)
-            now = time.monotonic()
-            if not self._storage.heartbeat_ok:
-                self._healthy_since = None
-                continue
-            if self._healthy_since is None:
-                self._healthy_since = now
-            # Only a node whose own heartbeat has worked for as long as others get to be taken
-            # for gone: after the database was away, every node's heartbeat is old for a moment,
-            # and nobody's sockets are taken over for that.
-            if now - self._healthy_since < NODE_DEAD_AFTER_S:
-                continue
-            try:
-                await self.reap()
-            except Exception:
-                log.exception("node %s: taking over gone nodes failed", self.node_id)
+    async def _reap_round(self) -> None:
+        """Every `REAP_S`."""
+        now = time.monotonic()
+        if not self._storage.heartbeat_ok:
+            self._healthy_since = None
+            return
+        if self._healthy_since is None:
+            self._healthy_since = now
+        # Only a node whose own heartbeat has worked for as long as others get to be taken
+        # for gone: after the database was away, every node's heartbeat is old for a moment,
+        # and nobody's sockets are taken over for that.
+        if now - self._healthy_since < NODE_DEAD_AFTER_S:
+            return
+        await self.reap()
 
     async def take_back(self) -> None:
         """At start-up: sockets this node id held in an earlier run are gone with that run."""

@@ -17,12 +17,12 @@ The same check applies the operator's close requests (`understudy sessions close
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from typing import TYPE_CHECKING, Final
 
 from understudy._connection import CLOSE_REVOKED
+from understudy._periodic import Periodic
 from understudy._problems import ProblemError
 
 if TYPE_CHECKING:
@@ -40,7 +40,9 @@ class RevocationWatch:
         # key digest -> what ends each of its waits
         self._waits: dict[str, set[Callable[[], None]]] = {}
         self._version: object = None
-        self._task: asyncio.Task[None] | None = None
+        self._loop = Periodic(
+            self.check, every_s=CHECK_INTERVAL_S, log=log, failed="revocation check failed"
+        )
 
     @contextlib.contextmanager
     def key_waits(self, digest: str, revoked: Callable[[], None]) -> Iterator[None]:
@@ -60,22 +62,10 @@ class RevocationWatch:
 
     def start(self) -> None:
         self._version = self.s.db.storage.change_marker()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._loop.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(CHECK_INTERVAL_S)
-            try:
-                await self.check()
-            except Exception:  # a failed sweep must not end the watch; the next one retries
-                log.exception("revocation check failed")
+        await self._loop.stop()
 
     async def check(self) -> None:
         """Apply revocations committed by other connections since the last check."""

@@ -18,6 +18,7 @@ from tests.backend.conftest import (
     unattended,
 )
 from tests.support.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
+from tests.support.stored import stored
 from understudy._store import vault
 from understudy.generated import models as m
 
@@ -409,9 +410,10 @@ async def test_fill_secret_resolves_plaintext_only_into_the_grant(
             url, json=_cmd({"name": "fill_secret", "ref": "g1e3", "secretRef": "vault:nope"})
         )
         assert missing.json()["error"]["code"] == "secret_not_found"
-    services.db.execute("PRAGMA wal_checkpoint(FULL)")
-    for path in (backend.settings.data_dir).iterdir():
-        assert plaintext.encode() not in path.read_bytes(), path
+    kept = stored(backend.settings)
+    assert b"login-password" in kept  # the scan read the vault's row
+    for form in (plaintext.encode(), plaintext.encode().hex().encode()):
+        assert form not in kept
     assert plaintext not in str(services.telemetry.events)
 
 

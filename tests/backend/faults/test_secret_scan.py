@@ -31,6 +31,7 @@ from tests.backend.faults._harness import (
     write,
 )
 from tests.support.simdevice import Behaviour
+from tests.support.stored import database_rows
 from understudy._store import vault
 
 if TYPE_CHECKING:
@@ -71,23 +72,6 @@ def _data_files(deployment: Deployment) -> list[Path]:
     return sorted(
         p for node in deployment.nodes for p in node.settings.data_dir.iterdir() if p.is_file()
     )
-
-
-def _database_rows(url: str) -> list[str]:
-    """Every row of every table in the PostgreSQL schema `url` uses, as text (`bytea` in hex)."""
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(url) as conn:
-        tables = conn.execute(
-            "SELECT table_name FROM information_schema.tables"
-            " WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'"
-        ).fetchall()
-        rows: list[str] = []
-        for (table,) in tables:
-            query = sql.SQL("SELECT t::text FROM {} AS t").format(sql.Identifier(table))
-            rows += [f"{table} {row}" for (row,) in conn.execute(query).fetchall()]
-        return rows
 
 
 async def _fill(
@@ -161,7 +145,7 @@ async def test_no_plaintext_secret_in_storage_telemetry_logs_or_answers(
         try:
             await _run(deployment, answers, finals)
             if deployment.three_nodes:
-                rows = _database_rows(request.getfixturevalue("postgresql_url"))
+                rows = database_rows(request.getfixturevalue("postgresql_url"))
         finally:
             await running.__aexit__(None, None, None)
     device = deployment.device.devices[0]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import pytest
 
 from tests.backend.conftest import Backend, start_backend, stop_backend
@@ -46,6 +47,28 @@ class Nodes:
 
     async def stop(self, name: str) -> None:
         await stop_backend(self.running.pop(name))
+
+    def age_heartbeat(self, node: Backend) -> None:
+        """The node's row as a pause of a minute leaves it."""
+        assert node.services.node is not None
+        with psycopg.connect(self._url, autocommit=True) as admin:
+            admin.execute(
+                "UPDATE nodes SET heartbeat_at = heartbeat_at - 60 WHERE node_id = %s",
+                (node.services.node.node_id,),
+            )
+
+    async def pause(self, node: Backend) -> None:
+        """What a paused process (SIGSTOP) shows the others: its heartbeat stops and ages."""
+        await node.services.claim.stop()
+        self.age_heartbeat(node)
+
+    async def vanish(self, node: Backend) -> None:
+        """What a SIGKILL leaves for the others: no heartbeat, no delivery, an old heartbeat row;
+        its sockets stay open (the process is not there to close them)."""
+        await node.services.claim.stop()
+        assert node.services.node is not None
+        await node.services.node.stop()
+        self.age_heartbeat(node)
 
 
 @pytest.fixture

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tests.backend.conftest import idem, unattended
-from tests.support.simdevice import SimulatedDevice
+from tests.backend.faults._harness import open_session, write
 from understudy.generated import models as m
 
 if TYPE_CHECKING:
-    from tests.backend.conftest import Backend
     from tests.backend.multinode.conftest import Nodes
-
-
-def _cmd(command: dict[str, Any]) -> dict[str, Any]:
-    return {"commandId": str(uuid.uuid4()), "command": command}
-
-
-async def _device_on(node: Backend, enrolled_by: Backend) -> SimulatedDevice:
-    device = SimulatedDevice(node.url, enrolled_by.enroll())
-    node.devices.append(device)
-    await device.connect()
-    return device
 
 
 async def test_a_create_on_one_node_provisions_through_the_device_socket_on_another(
@@ -30,7 +17,7 @@ async def test_a_create_on_one_node_provisions_through_the_device_socket_on_anot
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
-    device = await _device_on(b, a)
+    device = await b.device()
     async with a.client(a.api_key()) as http:
         created = await http.post("/v1/sessions", json=unattended(), headers=idem())
     assert created.status_code == 201, created.text
@@ -45,14 +32,10 @@ async def test_a_command_admitted_on_one_node_runs_on_the_socket_of_another_and_
 ) -> None:
     a = await nodes.start("a")
     c = await nodes.start("c")
-    device = await _device_on(c, a)
+    device = await c.device()
     async with a.client(a.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-        assert created.status_code == 201, created.text
-        sid = created.json()["sessionId"]
-        lease = next(iter(device.leases.values()))
-        await device.wait_for(lambda: lease.session_frames)
-        body = _cmd({"name": "click", "ref": "g1e1"})
+        sid, lease = await open_session(http, device)
+        body = write("click")
         response = await http.post(f"/v1/sessions/{sid}/commands", json=body)
         assert response.status_code == 200, response.text
         assert response.json()["result"]["name"] == "click"
@@ -74,7 +57,7 @@ async def test_an_outbox_row_is_delivered_when_its_notification_is_missed(nodes:
     b = await nodes.start("b")
     assert b.services.node is not None
     b.services.node._notified = lambda payload: None  # type: ignore[method-assign]
-    device = await _device_on(b, a)
+    device = await b.device()
     async with a.client(a.api_key()) as http:
         created = await http.post("/v1/sessions", json=unattended(), headers=idem())
     # The provision reached node b by its poll alone; the create's waiter on node a re-read.

@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import websockets
 
-from tests.backend.conftest import idem, unattended
-from tests.support.simdevice import SimulatedDevice
+from tests.backend.faults._harness import open_session
 from understudy import _security
 from understudy._connection import CLOSE_SUPERSEDED
 from understudy.generated import models as m
@@ -25,17 +24,22 @@ async def _closed_with(socket: Any, within: float = 5.0) -> int | None:
     return code
 
 
-async def _device_on(node: Backend, enrolled_by: Backend) -> SimulatedDevice:
-    device = SimulatedDevice(node.url, enrolled_by.enroll())
-    node.devices.append(device)
-    await device.connect()
-    return device
+def _deafen(node: Backend) -> None:
+    """The node never hears what other nodes send it: no outbox drain, no notification."""
+    shared = node.services.node
+    assert shared is not None
+
+    async def no_delivery() -> None:
+        return None
+
+    shared.drain = no_delivery  # type: ignore[method-assign]
+    shared._notified = lambda payload: None  # type: ignore[method-assign]
 
 
 async def test_a_device_reconnecting_to_another_node_closes_its_old_socket(nodes: Nodes) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
-    device = await _device_on(a, a)
+    device = await a.device()
     old = device._socket
     device.base_url = b.url
     await device.connect()  # a fresh ticket through node b, as a load balancer may send it
@@ -50,15 +54,8 @@ async def test_a_frame_on_a_superseded_socket_is_refused_by_the_row_and_closes_i
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
-    node_a = a.services.node
-    assert node_a is not None
-
-    async def no_delivery() -> None:  # node a never hears of the new socket
-        return None
-
-    node_a.drain = no_delivery  # type: ignore[method-assign]
-    node_a._notified = lambda payload: None  # type: ignore[method-assign]
-    device = await _device_on(a, a)
+    _deafen(a)  # node a never hears of the new socket
+    device = await a.device()
     old = device._socket
     acks = len(device.frames_of(m.DeviceServerHeartbeatAck))
     device.base_url = b.url
@@ -74,21 +71,10 @@ async def test_a_session_frame_on_a_socket_another_node_took_is_refused_and_clos
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
-    node_a = a.services.node
-    assert node_a is not None
-    device = await _device_on(a, a)
+    device = await a.device()
     async with a.client(a.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-    assert created.status_code == 201, created.text
-    sid = created.json()["sessionId"]
-    lease = next(iter(device.leases.values()))
-    await device.wait_for(lambda: lease.session_frames)
-
-    async def no_delivery() -> None:  # node a never hears that node b took the session socket
-        return None
-
-    node_a.drain = no_delivery  # type: ignore[method-assign]
-    node_a._notified = lambda payload: None  # type: ignore[method-assign]
+        sid, lease = await open_session(http, device)
+    _deafen(a)  # node a never hears that node b took the session socket
     row = a.services.repos.sessions.require(sid)
     claims = _security.new_ticket_claims(
         aud="session",

@@ -5,50 +5,24 @@ sockets over, it closes those sockets as soon as it runs again, so the device re
 from __future__ import annotations
 
 import asyncio
-import uuid
 from typing import TYPE_CHECKING
 
-import psycopg
-
-from tests.backend.conftest import idem, unattended
-from tests.support.simdevice import SimulatedDevice
+from tests.backend.faults._harness import open_session, write
 from understudy._connection import CLOSE_SUPERSEDED
 
 if TYPE_CHECKING:
-    from tests.backend.conftest import Backend
     from tests.backend.multinode.conftest import Nodes
 
 
-def _age_heartbeat(url: str, node: str) -> None:
-    """The node's row as a pause of a minute leaves it."""
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(
-            "UPDATE nodes SET heartbeat_at = heartbeat_at - 60 WHERE node_id = %s", (node,)
-        )
-
-
-async def _pause(node: Backend, url: str) -> None:
-    """What a paused process (SIGSTOP) shows the others: its heartbeat stops and ages."""
-    await node.services.claim.stop()
-    assert node.services.node is not None
-    _age_heartbeat(url, node.services.node.node_id)
-
-
 async def test_a_node_late_with_its_own_heartbeat_does_not_reap_its_own_sockets(
-    nodes: Nodes, postgresql_url: str
+    nodes: Nodes,
 ) -> None:
     a = await nodes.start("a")
-    device = SimulatedDevice(a.url, a.enroll())
-    a.devices.append(device)
-    await device.connect()
+    device = await a.device()
     async with a.client(a.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-        assert created.status_code == 201, created.text
-        sid = created.json()["sessionId"]
-        lease = next(iter(device.leases.values()))
-        await device.wait_for(lambda: lease.session_frames)
+        sid, _ = await open_session(http, device)
 
-        await _pause(a, postgresql_url)
+        await nodes.pause(a)
         node = a.services.node
         assert node is not None
         await node.reap()
@@ -58,32 +32,26 @@ async def test_a_node_late_with_its_own_heartbeat_does_not_reap_its_own_sockets(
         with a.services.storage.read() as repos:
             row = repos.actors.get(a.services.session_agent(sid).key)
         assert row is not None and row.sock_node == "a" and row.said_hello
-        command = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+        command = write("click")
         response = await http.post(f"/v1/sessions/{sid}/commands", json=command)
         assert response.status_code == 200, response.text
     assert device.executions == {command["commandId"]: 1}
 
 
 async def test_a_node_whose_sockets_were_taken_over_while_paused_closes_them_on_resuming(
-    nodes: Nodes, postgresql_url: str
+    nodes: Nodes,
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
-    device = SimulatedDevice(a.url, a.enroll())
-    a.devices.append(device)
-    await device.connect()
+    device = await a.device()
     async with b.client(b.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-        assert created.status_code == 201, created.text
-        sid = created.json()["sessionId"]
-        lease = next(iter(device.leases.values()))
-        await device.wait_for(lambda: lease.session_frames)
+        sid, lease = await open_session(http, device)
         url = f"/v1/sessions/{sid}/commands"
-        first = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+        first = write("click")
         assert (await http.post(url, json=first)).status_code == 200
 
         # Node a is paused past the dead-node timeout: node b takes its sockets over.
-        await _pause(a, postgresql_url)
+        await nodes.pause(a)
         assert b.services.node is not None
         await b.services.node.reap()
         assert b.services.node.sockets_taken_over == 2  # the device's socket and the session's
@@ -105,7 +73,7 @@ async def test_a_node_whose_sockets_were_taken_over_while_paused_closes_them_on_
         await b.until(lambda: b.session_status(sid) == "connected", "the session recovers", 10)
         agent = b.services.session_agent(sid)
         assert await asyncio.wait_for(agent.wait_available(nodes.clock.now() + 60), 10)
-        second = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+        second = write("click")
         response = await http.post(url, json=second)
         assert response.status_code == 200, response.text
         again = await http.post(url, json=first)  # a replay of its durable outcome

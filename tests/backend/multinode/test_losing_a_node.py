@@ -4,45 +4,20 @@ the devices that reconnect elsewhere carry on with nothing run twice."""
 from __future__ import annotations
 
 import asyncio
-import uuid
-from typing import TYPE_CHECKING, Any
-
-import psycopg
+from typing import TYPE_CHECKING
 
 from tests.backend.conftest import idem, unattended
-from tests.support.simdevice import Behaviour, SimulatedDevice
+from tests.backend.faults._harness import open_session, write
+from tests.support.simdevice import Behaviour
 
 if TYPE_CHECKING:
-    from tests.backend.conftest import Backend
     from tests.backend.multinode.conftest import Nodes
-
-
-async def _device_on(
-    node: Backend, enrolled_by: Backend, behaviour: Behaviour | None = None
-) -> SimulatedDevice:
-    device = SimulatedDevice(node.url, enrolled_by.enroll(), behaviour)
-    node.devices.append(device)
-    await device.connect()
-    return device
-
-
-async def _vanish(node: Backend, url: str) -> None:
-    """What a SIGKILL leaves for the others: no heartbeat, no delivery, an old heartbeat row;
-    its sockets stay open (the process is not there to close them)."""
-    await node.services.claim.stop()
-    assert node.services.node is not None
-    await node.services.node.stop()
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(
-            "UPDATE nodes SET heartbeat_at = heartbeat_at - 60 WHERE node_id = %s",
-            (node.services.node.node_id,),
-        )
 
 
 async def test_a_deadline_armed_on_a_node_that_is_gone_fires_on_another(nodes: Nodes) -> None:
     a = await nodes.start("a")
     c = await nodes.start("c")
-    device = await _device_on(c, a, Behaviour(provision="silent"))
+    device = await c.device(behaviour=Behaviour(provision="silent"))
     async with a.client(a.api_key()) as http:
         create = asyncio.ensure_future(http.post("/v1/sessions", json=unattended(), headers=idem()))
         await a.until(lambda: device.frames, "the device hears the provision")
@@ -58,28 +33,21 @@ async def test_a_deadline_armed_on_a_node_that_is_gone_fires_on_another(nodes: N
 
 
 async def test_the_sockets_of_a_vanished_node_are_lost_and_reconnect_to_another(
-    nodes: Nodes, postgresql_url: str
+    nodes: Nodes,
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
     c = await nodes.start("c")
-    device = await _device_on(b, a)
+    device = await b.device()
     async with a.client(a.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-        assert created.status_code == 201, created.text
-        sid = created.json()["sessionId"]
-        lease = next(iter(device.leases.values()))
-        await device.wait_for(lambda: lease.session_frames)
-        first = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+        sid, _ = await open_session(http, device)
+        first = write("click")
         assert (await http.post(f"/v1/sessions/{sid}/commands", json=first)).status_code == 200
 
-        await _vanish(b, postgresql_url)
+        await nodes.vanish(b)
         # Another node takes b's sockets over: the device is offline, its session recovering.
         await a.until(lambda: a.session_status(sid) == "recovering", "b's sockets are lost", 15)
-        unavailable = await http.post(
-            f"/v1/sessions/{sid}/commands",
-            json={"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}},
-        )
+        unavailable = await http.post(f"/v1/sessions/{sid}/commands", json=write("click"))
         assert unavailable.status_code == 503, unavailable.text
 
         # The device comes back through node c with a fresh ticket; its session socket follows.
@@ -88,7 +56,7 @@ async def test_the_sockets_of_a_vanished_node_are_lost_and_reconnect_to_another(
         await a.until(lambda: a.session_status(sid) == "connected", "the session recovers", 10)
         agent = a.services.session_agent(sid)  # its socket's hello, on node c, seen from node a
         assert await asyncio.wait_for(agent.wait_available(nodes.clock.now() + 60), 10)
-        second = {"commandId": str(uuid.uuid4()), "command": {"name": "click", "ref": "g1e1"}}
+        second = write("click")
         response = await http.post(f"/v1/sessions/{sid}/commands", json=second)
         assert response.status_code == 200, response.text
         # The first write's replay is its durable outcome; nothing ran twice across the move.
@@ -101,29 +69,22 @@ async def test_the_sockets_of_a_vanished_node_are_lost_and_reconnect_to_another(
 
 
 async def test_at_most_once_holds_when_the_session_socket_moves_to_another_node(
-    nodes: Nodes, postgresql_url: str
+    nodes: Nodes,
 ) -> None:
     a = await nodes.start("a")
     b = await nodes.start("b")
     c = await nodes.start("c")
-    device = await _device_on(b, a, Behaviour(execute="hold_result"))
+    device = await b.device(behaviour=Behaviour(execute="hold_result"))
     async with a.client(a.api_key()) as http:
-        created = await http.post("/v1/sessions", json=unattended(), headers=idem())
-        assert created.status_code == 201, created.text
-        sid = created.json()["sessionId"]
-        lease = next(iter(device.leases.values()))
-        await device.wait_for(lambda: lease.session_frames)
+        sid, _ = await open_session(http, device)
         url = f"/v1/sessions/{sid}/commands"
 
         # Completed on the device, its result not yet sent, when node b vanishes: the device
         # reconnects through node c and its hello replays the result to the caller on node a.
-        done: dict[str, Any] = {
-            "commandId": str(uuid.uuid4()),
-            "command": {"name": "click", "ref": "g1e1"},
-        }
+        done = write("click")
         task = asyncio.ensure_future(http.post(url, json=done))
         await device.wait_for(lambda: device.executions.get(done["commandId"]))
-        await _vanish(b, postgresql_url)
+        await nodes.vanish(b)
         device.behaviour.execute = "complete"
         device.base_url = c.url
         await device.connect()
@@ -135,13 +96,10 @@ async def test_at_most_once_holds_when_the_session_socket_moves_to_another_node(
         agent = a.services.session_agent(sid)
         assert await asyncio.wait_for(agent.wait_available(nodes.clock.now() + 60), 10)
         device.behaviour.execute = "crash_after_start"
-        crashed: dict[str, Any] = {
-            "commandId": str(uuid.uuid4()),
-            "command": {"name": "click", "ref": "g1e1"},
-        }
+        crashed = write("click")
         task = asyncio.ensure_future(http.post(url, json=crashed))
         await device.wait_for(lambda: device.executions.get(crashed["commandId"]))
-        await _vanish(c, postgresql_url)
+        await nodes.vanish(c)
         device.base_url = a.url
         await device.connect()
         answer = await task

@@ -25,11 +25,12 @@ import asyncio
 import contextlib
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from tests.backend.faults._process import Credentials, ServerProcess, copy_data_dir, free_port
+from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.support import nginx
 
 if TYPE_CHECKING:
@@ -82,6 +83,45 @@ class Deployment:
             headers={"Authorization": f"Bearer {self.credentials.api_key}"},
             timeout=timeout,
         )
+
+    def address(self, node: int) -> str:
+        """Node `node`'s `host:port`, as a device's placement names it."""
+        return f"127.0.0.1:{self.nodes[node].port}"
+
+    @contextlib.asynccontextmanager
+    async def roaming(
+        self,
+        device: str,
+        *,
+        device_node: int | None = None,
+        session_node: int | None = None,
+        fallback_node: int | None = None,
+    ) -> AsyncIterator[RoamingDevice]:
+        """The enrolled device `device`, its sockets placed on these nodes (None: where the
+        balancer sends them); stopped at the end."""
+
+        def at(node: int | None) -> str | None:
+            return None if node is None else self.address(node)
+
+        roaming = RoamingDevice(
+            self.url,
+            self.credentials.devices[device],
+            device_node=at(device_node),
+            session_node=at(session_node),
+            fallback_node=at(fallback_node),
+        )
+        try:
+            yield roaming
+        finally:
+            await roaming.stop()
+
+    async def session_answer(
+        self, node: int | None, session_id: str, path: str = ""
+    ) -> tuple[int, Any]:
+        """`GET /v1/sessions/{session_id}/{path}` as node `node` (None: the balancer) answers."""
+        async with self.client(node) as http:
+            response = await http.get(f"/v1/sessions/{session_id}/{path}".rstrip("/"))
+        return response.status_code, response.json()
 
     async def kill(self, node: int) -> None:
         """SIGKILL one node: its sockets close, its in-memory state is gone."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -25,7 +25,6 @@ from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._harness import PLAINTEXT, leaks, open_session, write
 from tests.backend.faults.test_backend_crash_points import EXPECTED, JOURNAL_AT_CRASH
 from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
-from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy.generated import models as m
 from understudy.generated.protocol import RECOVERY_GRACE_MS
@@ -33,7 +32,7 @@ from understudy.generated.protocol import RECOVERY_GRACE_MS
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.backend.multinode_faults._deployment import Deployment, Template
+    from tests.backend.multinode_faults._deployment import Template
     from tests.support.pgcluster import PgCluster
 
 pytestmark = pytest.mark.slow
@@ -44,15 +43,12 @@ pytestmark = pytest.mark.slow
 async def test_a_node_killed_after_a_write_step_leaves_the_write_run_at_most_once(
     multinode_template: Template, pg_cluster: PgCluster, tmp_path: Path, step: str, epoch: str
 ) -> None:
-    credentials = multinode_template.credentials
     caller: asyncio.Task[Answer] | None = None
-    async with three_nodes(
-        multinode_template, pg_cluster, tmp_path, crash_after={0: step}
-    ) as nodes:
-        doomed = f"127.0.0.1:{nodes[0].port}"
-        device = RoamingDevice(
-            nodes.url, credentials.devices["sim-1"], device_node=doomed, session_node=doomed
-        )
+    async with (
+        three_nodes(multinode_template, pg_cluster, tmp_path, crash_after={0: step}) as nodes,
+        nodes.roaming("sim-1", device_node=0, session_node=0) as device,
+    ):
+        doomed = nodes.address(0)
         device.roam = epoch == "same"  # a new epoch comes back by restarting the browser
         try:
             async with nodes.client(0) as direct, nodes.client() as balanced:
@@ -71,7 +67,10 @@ async def test_a_node_killed_after_a_write_step_leaves_the_write_run_at_most_onc
                     await device.restart_browser()  # through the balancer, to a live node
                 final = await caller
                 settled_s = time.monotonic() - killed_at
-                durable = [await _durable(nodes, i, session_id, command_id) for i in (1, 2)]
+                durable = [
+                    await nodes.session_answer(i, session_id, f"commands/{command_id}")
+                    for i in (1, 2)
+                ]
                 if epoch == "same":
                     # Whatever the device still held is settled: replayed and acked, or cancelled.
                     await device.wait_for(lambda: command_id not in lease.journal, within=30)
@@ -79,7 +78,6 @@ async def test_a_node_killed_after_a_write_step_leaves_the_write_run_at_most_onc
         finally:
             if caller is not None:
                 caller.cancel()  # only still running when the test failed half-way
-            await device.stop()
         logs = [node.log_path for node in nodes]
         telemetry = [node.telemetry_path for node in nodes]
 
@@ -111,18 +109,13 @@ async def test_the_node_that_commits_a_write_step_across_nodes_is_killed_and_the
     """The write crosses nodes: admitted on node 0, its frames through the sockets on node 1,
     both started with the crash point. Whichever commits the step dies (the other has nothing
     more of this write to commit); the caller and the device go on with node 2."""
-    credentials = multinode_template.credentials
     caller: asyncio.Task[Answer] | None = None
-    async with three_nodes(
-        multinode_template, pg_cluster, tmp_path, crash_after={0: step, 1: step}
-    ) as nodes:
-        device = RoamingDevice(
-            nodes.url,
-            credentials.devices["sim-4"],
-            device_node=f"127.0.0.1:{nodes[1].port}",
-            session_node=f"127.0.0.1:{nodes[1].port}",
-            fallback_node=f"127.0.0.1:{nodes[2].port}",
-        )
+    async with (
+        three_nodes(
+            multinode_template, pg_cluster, tmp_path, crash_after={0: step, 1: step}
+        ) as nodes,
+        nodes.roaming("sim-4", device_node=1, session_node=1, fallback_node=2) as device,
+    ):
         try:
             async with nodes.client(0) as direct, nodes.client(2) as clean:
                 await device.connect()
@@ -143,11 +136,10 @@ async def test_the_node_that_commits_a_write_step_across_nodes_is_killed_and_the
                 final = await caller
                 settled_s = time.monotonic() - killed_at
                 await device.wait_for(lambda: command_id not in lease.journal, within=30)
-                durable = await _durable(nodes, 2, session_id, command_id)
+                durable = await nodes.session_answer(2, session_id, f"commands/{command_id}")
         finally:
             if caller is not None:
                 caller.cancel()
-            await device.stop()
 
     FIGURES.run(
         "node-sigkill-across-nodes",
@@ -164,13 +156,4 @@ async def test_the_node_that_commits_a_write_step_across_nodes_is_killed_and_the
         for what in ("device", session_id):
             took = device.recovery_s(what)
             assert took is not None and took < RECOVERY_GRACE_MS / 1000, (what, took)
-            assert device.where(what) == f"127.0.0.1:{nodes[2].port}", device.placements
-
-
-async def _durable(
-    nodes: Deployment, node: int, session_id: str, command_id: str
-) -> tuple[int, Any]:
-    """The command's durable state as one node answers it."""
-    async with nodes.client(node) as http:
-        response = await http.get(f"/v1/sessions/{session_id}/commands/{command_id}")
-    return response.status_code, response.json()
+            assert device.where(what) == nodes.address(2), device.placements

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.backend.faults._caller import Answer, check_final, drive
 from tests.backend.faults._harness import open_session, read, write
 from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
-from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy.generated import models as m
 from understudy.generated.protocol import RECOVERY_GRACE_MS
@@ -31,7 +30,7 @@ from understudy.generated.protocol import RECOVERY_GRACE_MS
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from tests.backend.multinode_faults._deployment import Deployment, Template
+    from tests.backend.multinode_faults._deployment import Template
     from tests.support.pgcluster import PgCluster
     from tests.support.simdevice import Lease
 
@@ -51,21 +50,17 @@ async def test_losing_one_node_of_a_write_in_flight_runs_it_once_and_tells_the_c
     multinode_template: Template, pg_cluster: PgCluster, tmp_path: Path, loss: str
 ) -> None:
     killed, comes_back = LOSSES[loss]
-    credentials = multinode_template.credentials
     caller: asyncio.Task[Answer] | None = None
-    async with three_nodes(multinode_template, pg_cluster, tmp_path) as nodes:
-        device = RoamingDevice(
-            nodes.url,
-            credentials.devices["sim-2"],
-            device_node=_address(nodes, DEVICE_NODE),
-            session_node=_address(nodes, SESSION_NODE),
-        )
+    async with (
+        three_nodes(multinode_template, pg_cluster, tmp_path) as nodes,
+        nodes.roaming("sim-2", device_node=DEVICE_NODE, session_node=SESSION_NODE) as device,
+    ):
         try:
             async with nodes.client(CALLER_NODE) as direct, nodes.client() as balanced:
                 await device.connect()
                 session_id, lease = await open_session(direct, device, within=SETTLE_S)
-                assert device.where("device") == _address(nodes, DEVICE_NODE)
-                assert device.where(session_id) == _address(nodes, SESSION_NODE)
+                assert device.where("device") == nodes.address(DEVICE_NODE)
+                assert device.where(session_id) == nodes.address(SESSION_NODE)
                 device.behaviour.execute = "hold_result"
                 body = write("type")
                 command_id = body["commandId"]
@@ -91,13 +86,15 @@ async def test_losing_one_node_of_a_write_in_flight_runs_it_once_and_tells_the_c
                 settled_s = time.monotonic() - killed_at
                 await device.wait_for(lambda: command_id not in lease.journal, within=15)
                 live = [i for i in range(len(nodes.nodes)) if i != killed]
-                durable = [await _get(nodes, i, f"commands/{command_id}", session_id) for i in live]
-                state = await _get(nodes, None, "", session_id)
+                durable = [
+                    await nodes.session_answer(i, session_id, f"commands/{command_id}")
+                    for i in live
+                ]
+                state = await nodes.session_answer(None, session_id)
                 following = await drive(balanced, session_id, write("click"), budget_s=30)
         finally:
             if caller is not None:
                 caller.cancel()  # only still running when the test failed half-way
-            await device.stop()
 
     FIGURES.run("node-loss", loss, [final, following], device.executions)
     FIGURES.took("caller settled after the kill", settled_s)
@@ -116,26 +113,16 @@ async def test_losing_one_node_of_a_write_in_flight_runs_it_once_and_tells_the_c
         took = device.recovery_s(what)
         assert took is not None and took < RECOVERY_GRACE_MS / 1000, (what, took)
         FIGURES.took(f"{comes_back} socket back", took)
-        dead = _address(nodes, killed)
+        dead = nodes.address(killed)
         assert device.where(what) != dead, device.placements
     if comes_back == "session":
         replayed = [f for f in lease.session_frames if isinstance(f, m.SessionServerResultAck)]
         assert str(command_id) in {str(f.command_id) for f in replayed}
 
 
-def _address(nodes: Deployment, node: int) -> str:
-    return f"127.0.0.1:{nodes[node].port}"
-
-
 async def _release(lease: Lease, command_id: str) -> None:
     """Send the result the device held back, on the session socket it has now."""
     await lease.session_socket.send(lease.journal_results[command_id].to_wire_json())
-
-
-async def _get(nodes: Deployment, node: int | None, path: str, session_id: str) -> tuple[int, Any]:
-    async with nodes.client(node) as http:
-        response = await http.get(f"/v1/sessions/{session_id}/{path}".rstrip("/"))
-    return response.status_code, response.json()
 
 
 async def test_a_granted_write_whose_node_died_turns_unknown_at_its_deadline_on_another_node(
@@ -147,15 +134,11 @@ async def test_a_granted_write_whose_node_died_turns_unknown_at_its_deadline_on_
     deadline (25 s), the caller on node 0 hears it, and once the tab reconnects its journal entry
     is answered as unknown (never run again) and the session answers reads; its writes stay
     blocked (`unknown_outcome`), as on one node."""
-    credentials = multinode_template.credentials
     caller: asyncio.Task[Answer] | None = None
-    async with three_nodes(multinode_template, pg_cluster, tmp_path) as nodes:
-        device = RoamingDevice(
-            nodes.url,
-            credentials.devices["sim-3"],
-            device_node=_address(nodes, 2),
-            session_node=_address(nodes, 1),
-        )
+    async with (
+        three_nodes(multinode_template, pg_cluster, tmp_path) as nodes,
+        nodes.roaming("sim-3", device_node=2, session_node=1) as device,
+    ):
         try:
             async with nodes.client(0) as http:
                 await device.connect()
@@ -186,12 +169,11 @@ async def test_a_granted_write_whose_node_died_turns_unknown_at_its_deadline_on_
                     within=30,
                 )
                 following = await drive(http, session_id, read("snapshot"), budget_s=30)
-                durable = await _get(nodes, 2, f"commands/{command_id}", session_id)
-                state = await _get(nodes, 2, "", session_id)
+                durable = await nodes.session_answer(2, session_id, f"commands/{command_id}")
+                state = await nodes.session_answer(2, session_id)
         finally:
             if caller is not None:
                 caller.cancel()
-            await device.stop()
 
     FIGURES.run(
         "node-loss", "granting-node/deadline-taken-over", [final, following], device.executions

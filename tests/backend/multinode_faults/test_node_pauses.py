@@ -20,7 +20,6 @@ import pytest
 from tests.backend.faults._caller import check_final, drive
 from tests.backend.faults._harness import open_session, write
 from tests.backend.multinode_faults._deployment import SETTLE_S, three_nodes
-from tests.backend.multinode_faults._roaming import RoamingDevice
 from tests.backend.multinode_faults.conftest import FIGURES
 from understudy._store._postgres import NODE_DEAD_AFTER_S
 from understudy.generated.protocol import HEARTBEAT_INTERVAL_MS
@@ -41,27 +40,23 @@ pytestmark = pytest.mark.slow
 async def test_a_paused_node_past_the_dead_node_timeout_leaves_its_sessions_usable(
     multinode_template: Template, pg_cluster: PgCluster, tmp_path: Path
 ) -> None:
-    credentials = multinode_template.credentials
-    async with three_nodes(multinode_template, pg_cluster, tmp_path) as nodes:
-        paused = f"127.0.0.1:{nodes[0].port}"
-        device = RoamingDevice(
-            nodes.url, credentials.devices["sim-1"], device_node=paused, session_node=paused
-        )
-        try:
-            async with nodes.client(0) as direct, nodes.client() as balanced:
-                await device.connect()
-                session_id, _ = await open_session(direct, device, within=SETTLE_S)
-                before = await drive(balanced, session_id, write("click"))
-                nodes[0].send_signal(signal.SIGSTOP)
-                try:
-                    await asyncio.sleep(NODE_DEAD_AFTER_S + 2)
-                finally:
-                    nodes[0].send_signal(signal.SIGCONT)
-                resumed_at = time.monotonic()
-                after = await drive(balanced, session_id, write("click"), budget_s=60)
-                usable_s = time.monotonic() - resumed_at
-        finally:
-            await device.stop()
+    async with (
+        three_nodes(multinode_template, pg_cluster, tmp_path) as nodes,
+        nodes.roaming("sim-1", device_node=0, session_node=0) as device,
+    ):
+        paused = nodes.address(0)
+        async with nodes.client(0) as direct, nodes.client() as balanced:
+            await device.connect()
+            session_id, _ = await open_session(direct, device, within=SETTLE_S)
+            before = await drive(balanced, session_id, write("click"))
+            nodes[0].send_signal(signal.SIGSTOP)
+            try:
+                await asyncio.sleep(NODE_DEAD_AFTER_S + 2)
+            finally:
+                nodes[0].send_signal(signal.SIGCONT)
+            resumed_at = time.monotonic()
+            after = await drive(balanced, session_id, write("click"), budget_s=60)
+            usable_s = time.monotonic() - resumed_at
 
     FIGURES.run("node-pause", f"{NODE_DEAD_AFTER_S + 2:.0f}s", [before, after], device.executions)
     check_final(before, device.executions)

@@ -1,11 +1,15 @@
 """The allocation policy on a real store: which enrolled device gets a new unattended session.
 
 Driven through `TenantCoordinator._allocate` on a real store, without sockets: devices are
-rows as their hellos left them, sessions are rows holding capacity.
+rows as their hellos left them, sessions are rows holding capacity, both written at the clock's
+now as the coordinator writes them, so the tenant's timer has nothing to do while a test runs.
+Every test also fails if anything logged an error or a log handler failed meanwhile: a timer turn
+that fails in the background leaves no other trace.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -14,13 +18,14 @@ import pytest
 from understudy._bootstrap import build_services
 from understudy._clock import ManualClock
 from understudy._config import load_settings
+from understudy._policy import HARD_TTL_S, IDLE_TTL_S
 from understudy._problems import ProblemError
 from understudy._store import migrate
 from understudy._store.sessions import NewSession
 from understudy.generated.protocol import DEVICE_TAB_CAPACITY
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
     from pathlib import Path
 
     from understudy._services import Services
@@ -31,15 +36,45 @@ B = ["https://b.example"]
 CAPABLE = ["safe_write_v2", "unattended_v1"]
 
 
+class _Errors(logging.Handler):
+    """Keeps every error record, and every record a handler failed to write."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+        self.unwritten: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
 @pytest.fixture
-async def services(tmp_path: Path) -> AsyncIterator[Services]:
+def logged_errors(monkeypatch: pytest.MonkeyPatch) -> Iterator[_Errors]:
+    """Fails the test if the service or the event loop logged an error while it ran."""
+    errors = _Errors()
+    # A handler whose stream is gone prints "--- Logging error ---" instead of raising.
+    monkeypatch.setattr(logging.Handler, "handleError", lambda _, r: errors.unwritten.append(r))
+    loggers = [logging.getLogger(name) for name in ("understudy", "asyncio")]
+    for logger in loggers:
+        logger.addHandler(errors)
+    try:
+        yield errors
+    finally:
+        for logger in loggers:
+            logger.removeHandler(errors)
+    assert not errors.records, [record.getMessage() for record in errors.records]
+    assert not errors.unwritten, [record.getMessage() for record in errors.unwritten]
+
+
+@pytest.fixture
+async def services(tmp_path: Path, logged_errors: _Errors) -> AsyncIterator[Services]:
     settings = load_settings({"UNDERSTUDY_DATA_DIR": str(tmp_path / "data")})
     running = build_services(settings, ManualClock())
     migrate(running.db, now=0.0)  # the schema only: no actor starts, no timer is armed
     try:
         yield running
     finally:
-        await running.stop()
+        await running.stop()  # disarms the timers the tests' turns armed
 
 
 def _device(
@@ -52,25 +87,28 @@ def _device(
     assigned_at: float = 0.0,
     online: bool = True,
 ) -> None:
+    now = s.clock.now()  # a hello at another time would be a heartbeat gap the timer acts on
     with s.db.transaction():
         s.db.storage.repos.devices.add(
-            tenant="acme", device_id=device_id, digest=uuid.uuid4().hex, now=0.0
+            tenant="acme", device_id=device_id, digest=uuid.uuid4().hex, now=now
         )
         s.db.storage.repos.devices.connected(
             "acme",
             device_id,
-            now=0.0,
+            now=now,
             browser_epoch="epoch",
             protocol_versions=list(versions),
             capabilities=capabilities,
             local_policy=policy or {"mode": "any"},
         )
-        s.db.storage.repos.devices.assigned("acme", device_id, now=assigned_at)
+        s.db.storage.repos.devices.assigned("acme", device_id, now=now + assigned_at)
         if not online:
             s.db.storage.repos.devices.offline("acme", device_id)
 
 
 def _holding(s: Services, device_id: str, origins: list[str], profile: str | None = None) -> None:
+    """A connected session on the device, as provisioning leaves it: with its lease."""
+    now = s.clock.now()
     with s.storage.transaction() as tx:
         tx.sessions.insert(
             NewSession(
@@ -80,11 +118,13 @@ def _holding(s: Services, device_id: str, origins: list[str], profile: str | Non
                 mode="unattended",
                 status="connected",
                 device_id=device_id,
+                lease_id=str(uuid.uuid4()),
+                lease_epoch=1,
                 allowed_origins=origins,
                 profile_hash=profile,
-                created_at=0.0,
-                expires_at=86_400.0,
-                idle_expires_at=7_200.0,
+                created_at=now,
+                expires_at=now + HARD_TTL_S,
+                idle_expires_at=now + IDLE_TTL_S,
                 capacity_held=True,
             )
         )
