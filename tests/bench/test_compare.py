@@ -120,14 +120,16 @@ def test_overhead_figures_and_checks_come_from_its_phases() -> None:
     }
 
 
-def _worktrees() -> str:
-    return subprocess.run(
+def _worktrees() -> set[str]:
+    """The checkouts' paths (not their heads: other checkouts of the repository may commit)."""
+    listed = subprocess.run(
         ["git", "worktree", "list", "--porcelain"],  # noqa: S607 - git from PATH
         cwd=REPO,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+    return {line for line in listed.splitlines() if line.startswith("worktree ")}
 
 
 async def _tiny_overhead(ctx: Context) -> dict[str, Any]:
