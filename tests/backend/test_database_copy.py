@@ -38,7 +38,7 @@ from tests.backend.test_cli import SETTINGS_VARIABLES, make_newer
 from tests.support.simdevice import Behaviour, SimulatedDevice
 from understudy._bootstrap import DB_FILE
 from understudy._clock import ManualClock
-from understudy._store import LATEST
+from understudy._store import LATEST, _copy
 from understudy._store._copy import COPIED_TABLES, NODE_TABLES, VERSIONS_TABLE
 from understudy._store._postgres import PostgresStorage
 from understudy.cli import main
@@ -508,6 +508,30 @@ def test_a_failure_halfway_leaves_the_target_empty_and_a_second_copy_works(
     assert (code, err) == (0, "")
     counts = {t["table"]: t["target"] for t in json.loads(out)["tables"]}
     assert (counts["api_keys"], counts["devices"], counts["vault_secrets"]) == (1, 1, 1)
+
+
+def test_a_count_that_differs_after_the_commit_fails_the_command(
+    installation: Path,
+    postgresql_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    committed = _copy._copy_in_one_transaction
+
+    def then_another_writer(*args: Any, **kwargs: Any) -> None:
+        committed(*args, **kwargs)
+        # Between the commit and the count: a client that should not be there removes a row.
+        with psycopg.connect(postgresql_url, autocommit=True) as conn:
+            conn.execute("DELETE FROM devices")
+
+    monkeypatch.setattr(_copy, "_copy_in_one_transaction", then_another_writer)
+
+    code, out, err = copy(capsys, installation, postgresql_url)
+
+    assert code == 1
+    assert re.search(r"^devices\s+1\s+0\s+MISMATCH$", out, re.MULTILINE), out
+    assert re.search(r"^api_keys\s+1\s+1\s+ok$", out, re.MULTILINE), out
+    assert "verification failed: the row counts of devices differ" in err
 
 
 # -- a write whose outcome was pending -------------------------------------------------------------
