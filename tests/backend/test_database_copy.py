@@ -20,6 +20,8 @@ import json
 import os
 import re
 import sqlite3
+import subprocess
+import sys
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +152,27 @@ def without_age(listing: str) -> list[dict[str, Any]]:
     return [{k: v for k, v in s.items() if k != "age"} for s in json.loads(listing)]
 
 
+@pytest.fixture
+def installation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """A stopped installation made with the CLI alone: a key, a device and a secret."""
+    data_dir = tmp_path / "data"
+    cli = ("--data-dir", str(data_dir))
+    assert run(capsys, "migrate", *cli)[0] == 0
+    assert run(capsys, "keys", "create", "--tenant", "acme", "--actor", "bot", *cli)[0] == 0
+    assert run(capsys, "devices", "enroll", "--tenant", "acme", "--device", "d1", *cli)[0] == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(PLAINTEXT))
+    assert run(capsys, "secrets", "put", "--tenant", "acme", "--name", "pw", *cli)[0] == 0
+    return data_dir
+
+
+def empty(url: str) -> bool:
+    """Every table of the data (and the per-node ones) on the target holds no row."""
+    counts = data_counts(url)
+    return set(counts) == {*COPIED_TABLES, *NODE_TABLES} and not any(counts.values())
+
+
 # -- a populated installation ----------------------------------------------------------------------
 
 
@@ -273,7 +296,6 @@ async def test_a_populated_installation_copies_whole_and_serves_on_postgresql(
     }
     assert report["leftForNodes"] == ["actors", "outbox", "nodes"]
     assert report["masterKey"] == str(data_dir / "master.key")
-    assert "***" not in report["target"] or "@" in report["target"]
     for table in COPIED_TABLES:  # every value, with its type: REAL, INTEGER, BLOB, TEXT/JSON
         assert pg_rows(postgresql_url, table) == sqlite_rows(source, table), table
     assert {t: n for t, n in data_counts(postgresql_url).items() if t in NODE_TABLES} == {
@@ -331,28 +353,34 @@ async def test_a_populated_installation_copies_whole_and_serves_on_postgresql(
     assert data_counts(postgresql_url)["actors"] > 0  # the node made its own rows
 
 
+_CRASHING_WRITER = """
+import os, sys
+from understudy._store import Database
+db = Database(sys.argv[1])
+with db.storage.transaction() as tx:
+    tx.api_keys.add(digest="d" * 64, key_id="key_crashed", tenant="acme", actor="bot", now=1.0)
+os._exit(0)  # as after SIGKILL: no close, so the commit lives only in the WAL
+"""
+
+
+def test_a_service_that_died_leaves_its_commits_in_the_wal_and_the_copy_reads_them(
+    installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = installation / DB_FILE
+    subprocess.run([sys.executable, "-c", _CRASHING_WRITER, str(source)], check=True)
+    wal = source.with_name(DB_FILE + "-wal")
+    assert wal.stat().st_size > 0
+    main_file, log = file_digest(source), file_digest(wal)
+
+    code, out, err = copy(capsys, installation, postgresql_url)
+
+    assert (code, err) == (0, "")
+    assert re.search(r"^api_keys\s+2\s+2\s+ok$", out, re.MULTILINE), out
+    # Read without a checkpoint: neither the database file nor its WAL changed.
+    assert (file_digest(source), file_digest(wal)) == (main_file, log)
+
+
 # -- refusals --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def installation(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> Path:
-    """A stopped installation made with the CLI alone: a key, a device and a secret."""
-    data_dir = tmp_path / "data"
-    cli = ("--data-dir", str(data_dir))
-    assert run(capsys, "migrate", *cli)[0] == 0
-    assert run(capsys, "keys", "create", "--tenant", "acme", "--actor", "bot", *cli)[0] == 0
-    assert run(capsys, "devices", "enroll", "--tenant", "acme", "--device", "d1", *cli)[0] == 0
-    monkeypatch.setattr("sys.stdin", io.StringIO(PLAINTEXT))
-    assert run(capsys, "secrets", "put", "--tenant", "acme", "--name", "pw", *cli)[0] == 0
-    return data_dir
-
-
-def empty(url: str) -> bool:
-    """Every table of the data (and the per-node ones) on the target holds no row."""
-    counts = data_counts(url)
-    return set(counts) == {*COPIED_TABLES, *NODE_TABLES} and not any(counts.values())
 
 
 async def test_copy_refuses_while_the_service_runs_and_touches_neither_database(
@@ -382,18 +410,22 @@ async def test_copy_refuses_while_the_service_runs_and_touches_neither_database(
 def test_copy_refuses_a_target_that_holds_rows_and_names_the_table(
     installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, _ = copy(capsys, installation, postgresql_url)
+    # A password in the URL (the test cluster trusts local users, so any works) is never printed.
+    url = postgresql_url.replace("://understudy@", "://understudy:s3cret-pw@", 1)
+    code, out, err = copy(capsys, installation, url)
     assert code == 0
     assert re.search(r"^api_keys\s+1\s+1\s+ok$", out, re.MULTILINE), out
+    assert "to postgresql://understudy:***@127.0.0.1:" in out
     cli = ("--data-dir", str(installation))
     assert run(capsys, "keys", "create", "--tenant", "acme", "--actor", "other", *cli)[0] == 0
     copied = data_counts(postgresql_url)
 
-    code, out, err = copy(capsys, installation, postgresql_url)
+    code, again, err = copy(capsys, installation, url)
 
-    assert (code, out) == (4, "")
+    assert (code, again) == (4, "")
     assert "is not empty: table api_keys holds 1 row(s)" in err
     assert "never into one in use" in err
+    assert "s3cret-pw" not in out + err
     assert data_counts(postgresql_url) == copied  # nothing merged
 
 
