@@ -470,6 +470,25 @@ def test_copy_refuses_a_source_at_another_schema_version(
     assert file_digest(installation / DB_FILE) == before
 
 
+@pytest.mark.parametrize("damage", ["missing", "not a database"])
+def test_copy_refuses_a_data_dir_without_a_readable_database(
+    tmp_path: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    if damage == "not a database":
+        (data_dir / DB_FILE).write_bytes(b"this is not SQLite\n" * 512)
+        expected = f"cannot read the SQLite database at {data_dir / DB_FILE}"
+    else:
+        expected = f"no database at {data_dir / DB_FILE}"
+
+    code, out, err = copy(capsys, data_dir, postgresql_url)
+
+    assert (code, out) == (2, "")
+    assert expected in err
+    assert pg_counts(postgresql_url) == {}
+
+
 def test_copy_refuses_a_target_migrated_by_a_newer_binary(
     installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
 import time
 from typing import TYPE_CHECKING, Final
@@ -101,6 +102,11 @@ def run(settings: Settings, to: str | None, *, as_json: bool) -> int:
         return _fail(f"the copy failed: {exc}", EXIT_COPY_FAILED)
     except StorageUnavailableError as exc:
         return _fail(str(exc), EXIT_USAGE)
+    except sqlite3.Error as exc:
+        return _fail(
+            f"cannot read the SQLite database at {source} ({exc}); restore it from a backup",
+            EXIT_USAGE,
+        )
     except psycopg.Error as exc:  # the server went away between two steps, say
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         return _fail(

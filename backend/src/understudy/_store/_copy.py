@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -176,36 +177,22 @@ def copy_sqlite_to_postgres(source: Path, target_url: str, *, now: float) -> Cop
 # -- the source ------------------------------------------------------------------------------------
 
 
-class _Snapshot:
-    def __init__(self, conn: sqlite3.Connection) -> None:
-        self.conn = conn
-
-    def __enter__(self) -> sqlite3.Connection:
-        return self.conn
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self.conn.execute("ROLLBACK")  # a read transaction: nothing to keep
-        finally:
-            self.conn.close()
-
-
-def _snapshot(path: Path) -> _Snapshot:
+@contextmanager
+def _snapshot(path: Path) -> Iterator[sqlite3.Connection]:
     """The SQLite file read-only, inside one read transaction.
 
-    `mode=ro` never writes the database (WAL readers may still create the empty `-wal` and
-    `-shm` files SQLite shares between connections). In WAL mode a read transaction sees the
+    `mode=ro` never writes the database, nor checkpoints its WAL (a reader may still create the
+    empty `-wal` and `-shm` files connections share). In WAL mode a read transaction sees the
     database as of its first read until it ends, whatever other connections commit meanwhile.
     """
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None)
     try:
         conn.execute("PRAGMA query_only = ON")
         conn.execute("PRAGMA busy_timeout = 5000")
-        conn.execute("BEGIN")  # deferred: the snapshot starts with the first read below
-    except BaseException:
-        conn.close()
-        raise
-    return _Snapshot(conn)
+        conn.execute("BEGIN")  # deferred: the snapshot starts with the first read
+        yield conn
+    finally:
+        conn.close()  # ends the read transaction; there is nothing to commit
 
 
 def _source_version(reader: sqlite3.Connection, path: Path) -> int:
@@ -298,6 +285,7 @@ def _copy_in_one_transaction(
     counts: dict[str, int],
     where: str,
 ) -> None:
+    """Lock, check, copy every table and check its count, then commit; or keep nothing."""
     with conn.transaction():
         conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
         try:
