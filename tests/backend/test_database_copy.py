@@ -429,6 +429,19 @@ def test_copy_refuses_a_target_that_holds_rows_and_names_the_table(
     assert data_counts(postgresql_url) == copied  # nothing merged
 
 
+def test_tables_of_another_application_in_the_target_are_left_alone(
+    installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with psycopg.connect(postgresql_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE other_app (x TEXT)")
+        conn.execute("INSERT INTO other_app VALUES ('kept')")
+
+    assert copy(capsys, installation, postgresql_url)[0] == 0
+
+    assert pg_counts(postgresql_url)["other_app"] == 1
+    assert data_counts(postgresql_url)["api_keys"] == 1
+
+
 async def test_copy_refuses_a_target_a_node_serves(
     tmp_path: Path, installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -445,11 +458,14 @@ async def test_copy_refuses_a_target_a_node_serves(
     assert not any(counts[t] for t in COPIED_TABLES)
 
 
-@pytest.mark.parametrize("source", ["older", "newer"])
+@pytest.mark.parametrize("source", ["older", "newer", "unknown table"])
 def test_copy_refuses_a_source_at_another_schema_version(
     installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str], source: str
 ) -> None:
-    if source == "older":
+    if source == "unknown table":
+        sqlite_write(installation / DB_FILE, "CREATE TABLE extras (x TEXT)")
+        expected = "has table(s) extras that no migration of this binary makes"
+    elif source == "older":
         sqlite_write(
             installation / DB_FILE,
             f"DELETE FROM {VERSIONS_TABLE} WHERE version = ?",  # noqa: S608
