@@ -458,6 +458,30 @@ async def test_copy_refuses_a_target_a_node_serves(
     assert not any(counts[t] for t in COPIED_TABLES)
 
 
+def test_copy_refuses_a_target_whose_tables_another_client_keeps_locked(
+    installation: Path,
+    postgresql_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_copy, "LOCK_WAIT", "200ms")
+    storage = PostgresStorage(postgresql_url)
+    try:
+        storage.migrate(0.0)
+    finally:
+        storage.close()
+    with psycopg.connect(postgresql_url) as other:
+        # A writer's lock, as an open transaction in psql that inserted a key would hold.
+        other.execute("LOCK TABLE api_keys IN ROW EXCLUSIVE MODE")
+
+        code, out, err = copy(capsys, installation, postgresql_url)
+
+        other.rollback()
+    assert (code, out) == (4, "")
+    assert "is in use: another session holds its tables (waited 200ms)" in err
+    assert empty(postgresql_url)
+
+
 @pytest.mark.parametrize("source", ["older", "newer", "unknown table"])
 def test_copy_refuses_a_source_at_another_schema_version(
     installation: Path, postgresql_url: str, capsys: pytest.CaptureFixture[str], source: str
