@@ -2,6 +2,7 @@
 
     understudy serve                         start on the embedded default (SQLite, one process)
     understudy migrate                       create the database, or apply pending migrations
+    understudy copy-database --to URL        copy the stopped SQLite service onto PostgreSQL
     understudy status                        service, tenants, devices, unfinished sessions
     understudy sessions list [--tenant T] [--all]
     understudy sessions show SESSION_ID
@@ -44,7 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from understudy import _operator, _security
+from understudy import _database_copy, _operator, _security
 from understudy._bootstrap import missing_database, open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
 from understudy._lock import LOCK_FILE, data_dir_in_use
@@ -174,6 +175,20 @@ def parser() -> argparse.ArgumentParser:
         "--port", type=_port, help="listen port, 0 for any free one (default: UNDERSTUDY_PORT)"
     )
     c.leaf(c.root, "migrate", "create the database, or apply its pending schema migrations")
+    copy = c.leaf(
+        c.root,
+        "copy-database",
+        "copy the data directory's SQLite database into an empty PostgreSQL database "
+        "(the service stopped)",
+        lists=True,
+    )
+    copy.add_argument(
+        "--to",
+        type=_database_copy.target_url,
+        metavar="URL",
+        help="the empty PostgreSQL database, postgresql://user@host:5432/dbname (default: "
+        "UNDERSTUDY_DATABASE_URL; keep the password in PGPASSWORD or ~/.pgpass)",
+    )
     c.leaf(
         c.root,
         "status",
@@ -271,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(settings, args.host, args.port)
     if args.command == "telemetry":
         return _pseudonym(settings, args)
+    if args.command == "copy-database":
+        return _database_copy.run(settings, args.to, as_json=args.json)
     path = missing_database(settings)
     if args.command != "migrate" and path is not None:
         return _fail(
