@@ -2,7 +2,7 @@
 
 uvicorn closes a keep-alive connection that stays silent after a response, but nothing bounds a
 connection that never sends a byte, or one that trickles its request head a byte a second: each
-holds a socket and a protocol object for as long as its peer likes. `GuardedH11Protocol` gives
+holds a socket and a protocol object for as long as its peer likes. `GuardedHttpToolsProtocol` gives
 every request head a deadline, from the connection's start (or the end of the previous response)
 to the head's last byte. A silent connection is closed; a partial head gets `408 request_timeout`
 (problem+json) first, then a lingering close: the write side is shut (FIN after the answer) and
@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from understudy._logs import log_config
 from understudy._problems import MEDIA_TYPE, PROBLEM_TYPE_BASE, TITLES
@@ -56,10 +55,14 @@ def _timeout_response() -> bytes:
 
 _TIMEOUT_RESPONSE = _timeout_response()
 LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket is dropped
+# A request head larger than this is refused (400) and the connection closed: h11's default
+# bound on an incomplete event, which the service had while it parsed with h11.
+MAX_HEAD_BYTES = 16 * 1024
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on every request head (see the module docstring).
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a size bound on every request head (see
+    the module docstring).
 
     Subclassed per server by `guarded_protocol`, which sets the class attributes.
     """
@@ -70,6 +73,10 @@ class GuardedH11Protocol(H11Protocol):
 
     _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = False  # whether any byte of the awaited head arrived
+    # From the connection's start or a request's last byte to the next request's whole head:
+    # what h11 calls the client's IDLE state.
+    _awaiting_head = True
+    _head_size = 0  # bytes of the awaited head, counted a read at a time
     _lingering = False  # the answer is sent; what still arrives is dropped
     _linger_timer: asyncio.TimerHandle | None = None
 
@@ -88,15 +95,30 @@ class GuardedH11Protocol(H11Protocol):
             return
         if self._head_timer is not None and data:
             self._head_bytes = True
+        awaiting = self._awaiting_head
         super().data_received(data)
-        # h11 leaves IDLE once it has parsed a whole request head (including an upgrade, after
-        # which another protocol owns the transport).
-        if self.conn.their_state is not h11.IDLE:
-            self._cancel_head_timer()
+        # A read that began and ended inside one head counts whole. llhttp streams the head to
+        # the callbacks without bounding it, as h11 does (its default, `MAX_HEAD_BYTES`), so a
+        # peer could otherwise grow the header list for as long as the deadline lets it.
+        if awaiting and self._awaiting_head and data:
+            self._head_size += len(data)
+            if self._head_size > MAX_HEAD_BYTES and not self.transport.is_closing():
+                message = "Invalid HTTP request received."
+                self.logger.warning(message)
+                self.send_400_response(message)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head, self._head_size = False, 0
+        self._cancel_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._awaiting_head = True
+        super().on_message_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        if not self.transport.is_closing() and self._awaiting_head:
             self._arm_head_timer()
 
     def _arm_head_timer(self) -> None:
@@ -111,7 +133,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def _head_timed_out(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or not self._awaiting_head:
             return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a response is still being written; its completion re-arms the timer
@@ -128,11 +150,13 @@ class GuardedH11Protocol(H11Protocol):
         self.on_close[0](reason)
 
 
-def guarded_protocol(head_timeout_s: float, on_close: Callable[[str], None]) -> type[H11Protocol]:
-    """A `GuardedH11Protocol` subclass bound to one server's limit and telemetry."""
+def guarded_protocol(
+    head_timeout_s: float, on_close: Callable[[str], None]
+) -> type[HttpToolsProtocol]:
+    """A `GuardedHttpToolsProtocol` subclass bound to one server's limit and telemetry."""
     return type(
-        "ServerH11Protocol",
-        (GuardedH11Protocol,),
+        "ServerHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
         {"head_timeout_s": head_timeout_s, "on_close": (on_close,)},
     )
 
