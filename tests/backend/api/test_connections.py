@@ -174,6 +174,52 @@ async def test_a_slow_response_is_not_cut_by_the_head_deadline(limited: Backend)
     assert _closed(limited) == []
 
 
+async def test_a_request_head_over_the_bound_is_refused_with_400_and_a_close(
+    limited: Backend,
+) -> None:
+    # The parser does not bound a head it streams to the server; the server does, as h11 did,
+    # well before the head deadline, however the head is split into reads.
+    reader, writer = await _raw(limited)
+    try:
+        started = time.monotonic()
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        for _ in range(_server.MAX_HEAD_BYTES // 1024 + 2):
+            writer.write(b"X-Filler: " + b"a" * 1000 + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.005)  # one read each
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert time.monotonic() - started < LIMITS.request_head_timeout_s
+    assert _closed(limited) == []  # refused as invalid, not timed out
+
+
+async def test_a_large_head_under_the_bound_is_answered(limited: Backend) -> None:
+    async with httpx.AsyncClient(base_url=limited.url, timeout=PATIENCE_S) as http:
+        filler = {f"x-filler-{i}": "a" * 1000 for i in range(_server.MAX_HEAD_BYTES // 1024 - 2)}
+        assert (await http.get("/healthz", headers=filler)).status_code == 200
+
+
+async def test_pipelined_requests_are_answered_in_order_then_idle_closes(
+    limited: Backend,
+) -> None:
+    reader, writer = await _raw(limited)
+    try:
+        one = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        writer.write(one + b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = await asyncio.wait_for(reader.readuntil(b"HTTP/1.1 404 "), PATIENCE_S)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        started = time.monotonic()
+        # Both answered, the connection is kept alive, then closed once the next head is late.
+        rest = await asyncio.wait_for(reader.read(), PATIENCE_S)
+        assert b"\r\n\r\n" in rest
+        assert time.monotonic() - started >= LIMITS.request_head_timeout_s * 0.9
+    finally:
+        writer.close()
+    assert _closed(limited) == [("http", "idle")]
+
+
 async def _device_socket(backend: Backend, device: str = "kiosk-1") -> Any:
     credential = backend.enroll(device=device)
     async with httpx.AsyncClient(base_url=backend.url, timeout=PATIENCE_S) as http:
