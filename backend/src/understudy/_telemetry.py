@@ -119,6 +119,8 @@ class Telemetry:
         self._parts: dict[tuple[str, str], tuple[str, str]] = {}
         self._unflushed: TextIO | None = None  # the stream written since the last flush
         self._ts_millis = -1  # the millisecond `_ts_text` formats
+        self._ts_second = -1  # the second `_ts_date` formats
+        self._ts_date = ""
         self._ts_text = ""
         self._ts_head = ""
         self._counters: dict[tuple[str, str], int] = {}
@@ -140,8 +142,11 @@ class Telemetry:
         head = self._head()
         record: dict[str, FieldValue] = {"ts": self._ts_text, "event": event}
         parts = [head, event, '"']
+        known = self._parts
         for name, value in sorted(fields.items()):
-            clean, part = self._clean(name, value)
+            # Inline for the strings already checked: most fields of most events.
+            kept = known.get((name, value)) if isinstance(value, str) else None
+            clean, part = kept if kept is not None else self._clean(name, value)
             record[name] = clean
             parts.append(part)
         outcome = record.get("outcome", "")
@@ -158,15 +163,17 @@ class Telemetry:
 
     def _head(self) -> str:
         """The line up to the event's name: `{"ts":"…","event":"`, with `ts` in ISO 8601 to the
-        millisecond, formatted once per millisecond (the events of one command mostly share
-        it)."""
+        millisecond (what `datetime.isoformat` writes in UTC), its date and time formatted once
+        a second (the events of one command mostly share them)."""
         millis = int(self._clock() * 1000)
         if millis != self._ts_millis:
             self._ts_millis = millis
-            self._ts_text = datetime.fromtimestamp(millis / 1000, UTC).isoformat(
-                timespec="milliseconds"
-            )
-            self._ts_head = f'{{"ts":{json.dumps(self._ts_text)},"event":"'
+            second, milli = divmod(millis, 1000)
+            if second != self._ts_second:
+                self._ts_second = second
+                self._ts_date = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            self._ts_text = f"{self._ts_date}.{milli:03d}+00:00"
+            self._ts_head = f'{{"ts":"{self._ts_text}","event":"'
         return self._ts_head
 
     def observe(self, observer: Callable[[dict[str, FieldValue]], None]) -> None:

@@ -209,3 +209,16 @@ def test_a_value_checked_for_one_field_is_checked_again_for_another(keys: Keys) 
         pseudonym(keys, "device", raw_id),
         None,
     ]
+
+
+def test_timestamps_follow_the_clock_across_seconds_to_the_millisecond(keys: Keys) -> None:
+    instants = iter([1_800_000_000.999, 1_800_000_000.9995, 1_800_000_001.0, 1_800_000_061.007])
+    telemetry = Telemetry(None, keys, clock=lambda: next(instants))
+    for _ in range(4):
+        telemetry.emit("auth.accepted")
+    assert [event["ts"] for event in telemetry.events] == [
+        "2027-01-15T08:00:00.999+00:00",
+        "2027-01-15T08:00:00.999+00:00",
+        "2027-01-15T08:00:01.000+00:00",
+        "2027-01-15T08:01:01.007+00:00",
+    ]
