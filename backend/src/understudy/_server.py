@@ -60,6 +60,62 @@ LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket i
 MAX_HEAD_BYTES = 16 * 1024
 
 
+class _Deadline:
+    """A deadline re-armed on every request of a connection, without a timer per request.
+
+    A connection arms two per request (the keep-alive and the next head's) and disarms both as
+    soon as the next request arrives: with a timer handle each, that is two handles made,
+    cancelled and left in the event loop's heap per request. Here one handle stays scheduled
+    while the deadline only moves later; when it fires early it waits for the rest.
+    """
+
+    __slots__ = ("_callback", "_due", "_handle", "_handle_at", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._due: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0
+
+    @property
+    def armed(self) -> bool:
+        return self._due is not None
+
+    def arm(self, delay_s: float) -> None:
+        self._due = due = self._loop.time() + delay_s
+        if self._handle is not None and self._handle_at <= due:
+            return  # the handle fires first and waits for the rest
+        if self._handle is not None:
+            self._handle.cancel()
+        self._schedule(due)
+
+    def disarm(self) -> None:
+        self._due = None
+
+    def close(self) -> None:
+        """Disarm and drop the handle (the connection is gone)."""
+        self._due = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _schedule(self, at: float) -> None:
+        self._handle_at = at
+        self._handle = self._loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        due = self._due
+        if due is None:
+            return
+        if due > self._handle_at:
+            self._schedule(due)
+            return
+        self._due = None
+        self._callback()
+
+
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol with a deadline and a size bound on every request head (see
     the module docstring).
@@ -71,7 +127,6 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # A one-element tuple: a bare function class attribute would be bound as a method.
     on_close: ClassVar[tuple[Callable[[str], None]]] = (lambda reason: None,)
 
-    _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = False  # whether any byte of the awaited head arrived
     # From the connection's start or a request's last byte to the next request's whole head:
     # what h11 calls the client's IDLE state.
@@ -81,11 +136,15 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     _linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._head_deadline = _Deadline(self.loop, self._head_timed_out)
+        # uvicorn's keep-alive timeout, on the same kind of deadline (`on_response_complete`).
+        self._keep_alive = _Deadline(self.loop, self.timeout_keep_alive_handler)
         super().connection_made(transport)
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
+        self._head_deadline.close()
+        self._keep_alive.close()
         if self._linger_timer is not None:
             self._linger_timer.cancel()
         super().connection_lost(exc)
@@ -93,7 +152,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering:
             return
-        if self._head_timer is not None and data:
+        if self._head_deadline.armed and data:
             self._head_bytes = True
         awaiting = self._awaiting_head
         super().data_received(data)
@@ -116,23 +175,32 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._awaiting_head = True
         super().on_message_complete()
 
+    def _unset_keepalive_if_required(self) -> None:
+        self._keep_alive.disarm()
+
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self._awaiting_head:
+        # uvicorn 0.54's, with the keep-alive timeout armed on `_keep_alive`.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._keep_alive.arm(self.timeout_keep_alive)
+        if self._awaiting_head:
             self._arm_head_timer()
 
     def _arm_head_timer(self) -> None:
-        self._cancel_head_timer()
         self._head_bytes = False
-        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+        self._head_deadline.arm(self.head_timeout_s)
 
     def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_deadline.disarm()
 
     def _head_timed_out(self) -> None:
-        self._head_timer = None
         if self.transport.is_closing() or not self._awaiting_head:
             return
         if self.cycle is not None and not self.cycle.response_complete:

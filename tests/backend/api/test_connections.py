@@ -220,6 +220,28 @@ async def test_pipelined_requests_are_answered_in_order_then_idle_closes(
     assert _closed(limited) == [("http", "idle")]
 
 
+async def test_a_kept_alive_connection_is_closed_quietly_after_the_keep_alive_timeout(
+    limited: Backend,
+) -> None:
+    # uvicorn's keep-alive timeout still closes an idle connection after an answer, before the
+    # head deadline and without a `connection.closed` event (it is no limit being enforced).
+    # Read by each new connection; uvicorn types it int, and any number of seconds works.
+    limited.server.config.timeout_keep_alive = 0.1  # type: ignore[assignment]
+    reader, writer = await _raw(limited)
+    try:
+        for _ in range(3):  # each answer re-arms it
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            await asyncio.wait_for(reader.readuntil(b"HTTP/1.1 200 OK\r\n"), PATIENCE_S)
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await asyncio.wait_for(reader.read(), PATIENCE_S)  # the rest of the answer, then EOF
+        waited = time.monotonic() - started
+    finally:
+        writer.close()
+    assert waited < LIMITS.request_head_timeout_s
+    assert _closed(limited) == []
+
+
 async def _device_socket(backend: Backend, device: str = "kiosk-1") -> Any:
     credential = backend.enroll(device=device)
     async with httpx.AsyncClient(base_url=backend.url, timeout=PATIENCE_S) as http:
