@@ -195,6 +195,21 @@ async def test_a_request_head_over_the_bound_is_refused_with_400_and_a_close(
     assert _closed(limited) == []  # refused as invalid, not timed out
 
 
+async def test_a_body_framed_two_ways_is_refused_before_the_app_sees_it(limited: Backend) -> None:
+    # Transfer-Encoding with Content-Length is how requests are smuggled past a proxy that reads
+    # the other framing (RFC 9112 §6.1); the parser refuses it outright.
+    reader, writer = await _raw(limited)
+    try:
+        writer.write(
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        )
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+
+
 async def test_a_large_head_under_the_bound_is_answered(limited: Backend) -> None:
     async with httpx.AsyncClient(base_url=limited.url, timeout=PATIENCE_S) as http:
         filler = {f"x-filler-{i}": "a" * 1000 for i in range(_server.MAX_HEAD_BYTES // 1024 - 2)}
