@@ -1,15 +1,18 @@
 """The uvicorn server of one process, with the connection limits uvicorn does not have.
 
-uvicorn closes a keep-alive connection that stays silent after a response, but nothing bounds a
-connection that never sends a byte, or one that trickles its request head a byte a second: each
-holds a socket and a protocol object for as long as its peer likes. `GuardedHttpToolsProtocol` gives
-every request head a deadline, from the connection's start (or the end of the previous response)
-to the head's last byte. A silent connection is closed; a partial head gets `408 request_timeout`
-(problem+json) first, then a lingering close: the write side is shut (FIN after the answer) and
-what the peer still sends is read and dropped until it closes, or `LINGER_S` passes. Closing at
-once with bytes unread would make the kernel reset the connection and discard the 408 before the
-peer reads it. Both leave a content-free `connection.closed` event. Bodies are bounded by
-size in the app; socket frames by `ws_max_size` and by the socket handlers in `app.py`.
+HTTP/1.1 is parsed by httptools (llhttp, in C; h11 cost about a sixth of a governed write's
+server CPU). uvicorn closes a keep-alive connection that stays silent after a response, but
+nothing bounds a connection that never sends a byte, or one that trickles its request head a
+byte a second: each holds a socket and a protocol object for as long as its peer likes.
+`GuardedHttpToolsProtocol` gives every request head a deadline, from the connection's start (or
+the end of the previous response) to the head's last byte. A silent connection is closed; a
+partial head gets `408 request_timeout` (problem+json) first, then a lingering close: the write
+side is shut (FIN after the answer) and what the peer still sends is read and dropped until it
+closes, or `LINGER_S` passes. Closing at once with bytes unread would make the kernel reset the
+connection and discard the 408 before the peer reads it. Both leave a content-free
+`connection.closed` event. A head larger than `MAX_HEAD_BYTES` gets `400` and a close (llhttp
+does not bound it). Bodies are bounded by size in the app; socket frames by `ws_max_size` and
+by the socket handlers in `app.py`.
 """
 
 from __future__ import annotations
