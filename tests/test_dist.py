@@ -123,7 +123,7 @@ def test_wheels_carry_the_references_license_and_metadata(installed: Path) -> No
     # no httpx, no PyYAML; psycopg and its pool for `UNDERSTUDY_DATABASE_URL=postgresql://…`.
     assert required == {
         "cryptography",
-        "h11",
+        "httptools",
         "litestar",
         "prometheus-client",
         "psycopg-pool",

@@ -109,17 +109,32 @@ class _StateCollector:
         )
 
 
+class _EventCollector:
+    """`understudy_events_total`, from the counts `Metrics.observe_event` keeps."""
+
+    def __init__(self, counts: Mapping[tuple[str, str], int]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterable[Metric]:
+        events = CounterMetricFamily(
+            "understudy_events",
+            "Content-free telemetry events by name and outcome.",
+            labels=["event", "outcome"],
+        )
+        for labels, count in list(self._counts.items()):
+            events.add_metric(labels, count)
+        yield events
+
+
 class Metrics:
     """The Prometheus registry of one serving process."""
 
     def __init__(self, db: Database, node: SharedNode | None = None) -> None:
         self.registry = registry = CollectorRegistry()
-        self._events = Counter(
-            "understudy_events",
-            "Content-free telemetry events by name and outcome.",
-            ["event", "outcome"],
-            registry=registry,
-        )
+        # Every event is counted, three per governed write: a plain dict read at scrape, rather
+        # than a client-library counter, whose increment takes a lock.
+        self._event_counts: dict[tuple[str, str], int] = {}
+        registry.register(_EventCollector(self._event_counts))
         self._transitions = Counter(
             "understudy_lifecycle_transitions",
             "Session lifecycle transitions by origin and target state.",
@@ -146,7 +161,6 @@ class Metrics:
             ["actor"],
             registry=registry,
         )
-        self._event_children: dict[tuple[str, str], Counter] = {}
         self._command_children: dict[tuple[str, str], Histogram] = {}
         for actor in ("tenant", "session"):  # present at 0, so an alert can watch the rate
             self._timer_errors.labels(actor)
@@ -163,10 +177,8 @@ class Metrics:
         event = str(record["event"])
         outcome = record.get("outcome", "")
         key = (event, _text(outcome))
-        counter = self._event_children.get(key)
-        if counter is None:  # `labels()` checks and locks on every call; the child is stable
-            counter = self._event_children[key] = self._events.labels(*key)
-        counter.inc()
+        counts = self._event_counts
+        counts[key] = counts.get(key, 0) + 1
         if event == "lifecycle.transition":
             self._transitions.labels(
                 _text(record.get("from_state", "")), _text(record.get("to_state", ""))

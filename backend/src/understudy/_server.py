@@ -1,15 +1,18 @@
 """The uvicorn server of one process, with the connection limits uvicorn does not have.
 
-uvicorn closes a keep-alive connection that stays silent after a response, but nothing bounds a
-connection that never sends a byte, or one that trickles its request head a byte a second: each
-holds a socket and a protocol object for as long as its peer likes. `GuardedH11Protocol` gives
-every request head a deadline, from the connection's start (or the end of the previous response)
-to the head's last byte. A silent connection is closed; a partial head gets `408 request_timeout`
-(problem+json) first, then a lingering close: the write side is shut (FIN after the answer) and
-what the peer still sends is read and dropped until it closes, or `LINGER_S` passes. Closing at
-once with bytes unread would make the kernel reset the connection and discard the 408 before the
-peer reads it. Both leave a content-free `connection.closed` event. Bodies are bounded by
-size in the app; socket frames by `ws_max_size` and by the socket handlers in `app.py`.
+HTTP/1.1 is parsed by httptools (llhttp, in C; h11 cost about a sixth of a governed write's
+server CPU). uvicorn closes a keep-alive connection that stays silent after a response, but
+nothing bounds a connection that never sends a byte, or one that trickles its request head a
+byte a second: each holds a socket and a protocol object for as long as its peer likes.
+`GuardedHttpToolsProtocol` gives every request head a deadline, from the connection's start (or
+the end of the previous response) to the head's last byte. A silent connection is closed; a
+partial head gets `408 request_timeout` (problem+json) first, then a lingering close: the write
+side is shut (FIN after the answer) and what the peer still sends is read and dropped until it
+closes, or `LINGER_S` passes. Closing at once with bytes unread would make the kernel reset the
+connection and discard the 408 before the peer reads it. Both leave a content-free
+`connection.closed` event. A head larger than `MAX_HEAD_BYTES` gets `400` and a close (llhttp
+does not bound it). Bodies are bounded by size in the app; socket frames by `ws_max_size` and
+by the socket handlers in `app.py`.
 """
 
 from __future__ import annotations
@@ -17,9 +20,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from understudy._logs import log_config
 from understudy._problems import MEDIA_TYPE, PROBLEM_TYPE_BASE, TITLES
@@ -56,10 +58,70 @@ def _timeout_response() -> bytes:
 
 _TIMEOUT_RESPONSE = _timeout_response()
 LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket is dropped
+# A request head larger than this is refused (400) and the connection closed: h11's default
+# bound on an incomplete event, which the service had while it parsed with h11.
+MAX_HEAD_BYTES = 16 * 1024
 
 
-class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on every request head (see the module docstring).
+class _Deadline:
+    """A deadline re-armed on every request of a connection, without a timer per request.
+
+    A connection arms two per request (the keep-alive and the next head's) and disarms both as
+    soon as the next request arrives: with a timer handle each, that is two handles made,
+    cancelled and left in the event loop's heap per request. Here one handle stays scheduled
+    while the deadline only moves later; when it fires early it waits for the rest.
+    """
+
+    __slots__ = ("_callback", "_due", "_handle", "_handle_at", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._due: float | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0
+
+    @property
+    def armed(self) -> bool:
+        return self._due is not None
+
+    def arm(self, delay_s: float) -> None:
+        self._due = due = self._loop.time() + delay_s
+        if self._handle is not None and self._handle_at <= due:
+            return  # the handle fires first and waits for the rest
+        if self._handle is not None:
+            self._handle.cancel()
+        self._schedule(due)
+
+    def disarm(self) -> None:
+        self._due = None
+
+    def close(self) -> None:
+        """Disarm and drop the handle (the connection is gone)."""
+        self._due = None
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _schedule(self, at: float) -> None:
+        self._handle_at = at
+        self._handle = self._loop.call_at(at, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = None
+        due = self._due
+        if due is None:
+            return
+        if due > self._handle_at:
+            self._schedule(due)
+            return
+        self._due = None
+        self._callback()
+
+
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with a deadline and a size bound on every request head (see
+    the module docstring).
 
     Subclassed per server by `guarded_protocol`, which sets the class attributes.
     """
@@ -68,17 +130,24 @@ class GuardedH11Protocol(H11Protocol):
     # A one-element tuple: a bare function class attribute would be bound as a method.
     on_close: ClassVar[tuple[Callable[[str], None]]] = (lambda reason: None,)
 
-    _head_timer: asyncio.TimerHandle | None = None
     _head_bytes = False  # whether any byte of the awaited head arrived
+    # From the connection's start or a request's last byte to the next request's whole head:
+    # what h11 calls the client's IDLE state.
+    _awaiting_head = True
+    _head_size = 0  # bytes of the awaited head, counted a read at a time
     _lingering = False  # the answer is sent; what still arrives is dropped
     _linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self._head_deadline = _Deadline(self.loop, self._head_timed_out)
+        # uvicorn's keep-alive timeout, on the same kind of deadline (`on_response_complete`).
+        self._keep_alive = _Deadline(self.loop, self.timeout_keep_alive_handler)
         super().connection_made(transport)
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cancel_head_timer()
+        self._head_deadline.close()
+        self._keep_alive.close()
         if self._linger_timer is not None:
             self._linger_timer.cancel()
         super().connection_lost(exc)
@@ -86,32 +155,56 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         if self._lingering:
             return
-        if self._head_timer is not None and data:
+        if self._head_deadline.armed and data:
             self._head_bytes = True
+        awaiting = self._awaiting_head
         super().data_received(data)
-        # h11 leaves IDLE once it has parsed a whole request head (including an upgrade, after
-        # which another protocol owns the transport).
-        if self.conn.their_state is not h11.IDLE:
-            self._cancel_head_timer()
+        # A read that began and ended inside one head counts whole. llhttp streams the head to
+        # the callbacks without bounding it, as h11 does (its default, `MAX_HEAD_BYTES`), so a
+        # peer could otherwise grow the header list for as long as the deadline lets it.
+        if awaiting and self._awaiting_head and data:
+            self._head_size += len(data)
+            if self._head_size > MAX_HEAD_BYTES and not self.transport.is_closing():
+                message = "Invalid HTTP request received."
+                self.logger.warning(message)
+                self.send_400_response(message)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head, self._head_size = False, 0
+        self._cancel_head_timer()
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._awaiting_head = True
+        super().on_message_complete()
+
+    def _unset_keepalive_if_required(self) -> None:
+        self._keep_alive.disarm()
 
     def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing() and self.conn.their_state is h11.IDLE:
+        # uvicorn 0.54's, with the keep-alive timeout armed on `_keep_alive`.
+        self.server_state.total_requests += 1
+        if self.transport.is_closing():
+            return
+        self._unset_keepalive_if_required()
+        self.flow.resume_reading()
+        if self.pipeline:
+            cycle, app = self.pipeline.pop()
+            self._start_asgi_task(cycle, app)
+        else:
+            self._keep_alive.arm(self.timeout_keep_alive)
+        if self._awaiting_head:
             self._arm_head_timer()
 
     def _arm_head_timer(self) -> None:
-        self._cancel_head_timer()
         self._head_bytes = False
-        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_timed_out)
+        self._head_deadline.arm(self.head_timeout_s)
 
     def _cancel_head_timer(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
+        self._head_deadline.disarm()
 
     def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
+        if self.transport.is_closing() or not self._awaiting_head:
             return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a response is still being written; its completion re-arms the timer
@@ -128,11 +221,13 @@ class GuardedH11Protocol(H11Protocol):
         self.on_close[0](reason)
 
 
-def guarded_protocol(head_timeout_s: float, on_close: Callable[[str], None]) -> type[H11Protocol]:
-    """A `GuardedH11Protocol` subclass bound to one server's limit and telemetry."""
+def guarded_protocol(
+    head_timeout_s: float, on_close: Callable[[str], None]
+) -> type[HttpToolsProtocol]:
+    """A `GuardedHttpToolsProtocol` subclass bound to one server's limit and telemetry."""
     return type(
-        "ServerH11Protocol",
-        (GuardedH11Protocol,),
+        "ServerHttpToolsProtocol",
+        (GuardedHttpToolsProtocol,),
         {"head_timeout_s": head_timeout_s, "on_close": (on_close,)},
     )
 

@@ -115,11 +115,14 @@ class Telemetry:
         self._stream: TextIO | None = None  # the open sink file, when the sink is a path
         self._stream_id: tuple[int, int] | None = None  # its (device, inode)
         self._checked_at = -math.inf  # when the sink path was last compared with the stream
-        self._pseudonyms: dict[tuple[str, str], str] = {}
-        self._codes: set[tuple[str, str]] = set()  # plain (field, string) pairs already checked
+        # (field, string) -> its recorded value and line part, for strings already checked
+        self._parts: dict[tuple[str, str], tuple[str, str]] = {}
         self._unflushed: TextIO | None = None  # the stream written since the last flush
         self._ts_millis = -1  # the millisecond `_ts_text` formats
+        self._ts_second = -1  # the second `_ts_date` formats
+        self._ts_date = ""
         self._ts_text = ""
+        self._ts_head = ""
         self._counters: dict[tuple[str, str], int] = {}
         self._observers: list[Callable[[dict[str, FieldValue]], None]] = []
 
@@ -136,67 +139,92 @@ class Telemetry:
         """
         if event not in EVENTS:
             raise TelemetryFieldError(f"unknown telemetry event {event!r}; add it to EVENTS first")
-        record: dict[str, FieldValue] = {"ts": self._timestamp(), "event": event}
+        head = self._head()
+        record: dict[str, FieldValue] = {"ts": self._ts_text, "event": event}
+        parts = [head, event, '"']
+        known = self._parts
         for name, value in sorted(fields.items()):
-            record[name] = self._clean(name, value)
+            # Inline for the strings already checked: most fields of most events.
+            kept = known.get((name, value)) if isinstance(value, str) else None
+            clean, part = kept if kept is not None else self._clean(name, value)
+            record[name] = clean
+            parts.append(part)
         outcome = record.get("outcome", "")
         key = (event, str(outcome).lower() if isinstance(outcome, bool) else str(outcome))
         self._counters[key] = self._counters.get(key, 0) + 1
         for observer in self._observers:
             observer(record)
-        self._write(record)
+        sink = self._sink
+        if sink is None:
+            self._memory.append(record)
+            return
+        parts.append("}\n")
+        self._write(sink, "".join(parts))
 
-    def _timestamp(self) -> str:
-        """The ``ts`` field: ISO 8601 to the millisecond, formatted once per millisecond (the
-        events of one command mostly share it)."""
+    def _head(self) -> str:
+        """The line up to the event's name: `{"ts":"…","event":"`, with `ts` in ISO 8601 to the
+        millisecond (what `datetime.isoformat` writes in UTC), its date and time formatted once
+        a second (the events of one command mostly share them)."""
         millis = int(self._clock() * 1000)
         if millis != self._ts_millis:
             self._ts_millis = millis
-            self._ts_text = datetime.fromtimestamp(millis / 1000, UTC).isoformat(
-                timespec="milliseconds"
-            )
-        return self._ts_text
+            second, milli = divmod(millis, 1000)
+            if second != self._ts_second:
+                self._ts_second = second
+                self._ts_date = datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+            self._ts_text = f"{self._ts_date}.{milli:03d}+00:00"
+            self._ts_head = f'{{"ts":"{self._ts_text}","event":"'
+        return self._ts_head
 
     def observe(self, observer: Callable[[dict[str, FieldValue]], None]) -> None:
         """Call `observer` with every record, after pseudonyms and checks (the metrics use it)."""
         self._observers.append(observer)
 
-    def _clean(self, name: str, value: FieldValue) -> FieldValue:
+    def _clean(self, name: str, value: FieldValue) -> tuple[FieldValue, str]:
+        """The value `name` is recorded with, and its `,"name":value` part of the JSON line.
+
+        A string's part is kept once checked (an identity's is its pseudonym's): every event of
+        a command names the same tenant, session and command.
+        """
+        if isinstance(value, str):
+            known = self._parts.get((name, value))
+            if known is not None:
+                return known
         if name in IDENTITY_FIELDS:
             if not isinstance(value, str) or not value:
                 raise TelemetryFieldError(f"telemetry field {name!r} takes a non-empty string id")
-            cached = self._pseudonyms.get((name, value))
-            if cached is None:
-                if len(self._pseudonyms) >= _PSEUDONYM_CACHE:
-                    self._pseudonyms.clear()
-                cached = self._pseudonyms[(name, value)] = pseudonym(self._keys, name, value)
-            return cached
-        if isinstance(value, str) and (name, value) in self._codes:
-            return value
+            return self._keep(name, value, pseudonym(self._keys, name, value))
         if name not in PLAIN_FIELDS:
             raise TelemetryFieldError(
                 f"telemetry field {name!r} is not allowed; allowed: "
                 f"{sorted(IDENTITY_FIELDS | PLAIN_FIELDS)}"
             )
-        if isinstance(value, str) and not _CODE.fullmatch(value):
-            # The value itself is left out of the message: it may be the content we keep out.
-            raise TelemetryFieldError(
-                f"telemetry field {name!r} takes a short machine code ([A-Za-z0-9_.-], at most 64)"
-            )
-        if not isinstance(value, str | int):  # bool is an int
-            raise TelemetryFieldError(f"telemetry field {name!r} takes a string, int or bool")
         if isinstance(value, str):
-            if len(self._codes) >= _PSEUDONYM_CACHE:
-                self._codes.clear()
-            self._codes.add((name, value))
-        return value
+            if not _CODE.fullmatch(value):
+                # The value itself is left out of the message: it may be the content we keep out.
+                raise TelemetryFieldError(
+                    f"telemetry field {name!r} takes a short machine code ([A-Za-z0-9_.-], at "
+                    "most 64)"
+                )
+            return self._keep(name, value, value)
+        if not isinstance(value, int):  # bool is an int
+            raise TelemetryFieldError(f"telemetry field {name!r} takes a string, int or bool")
+        # What json.dumps writes for a bool and for an int (or an IntEnum's value).
+        number = ("true" if value else "false") if isinstance(value, bool) else int.__repr__(value)
+        return value, f',"{name}":{number}'
 
-    def _write(self, record: dict[str, FieldValue]) -> None:
-        sink = self._sink
-        if sink is None:
-            self._memory.append(record)
-            return
-        line = json.dumps(record, separators=(",", ":"), ensure_ascii=False) + "\n"
+    def _keep(self, name: str, value: str, clean: str) -> tuple[str, str]:
+        if len(self._parts) >= _PSEUDONYM_CACHE:
+            self._parts.clear()
+        # Names come from the allow-lists and values are codes or hex pseudonyms, so nothing
+        # needs escaping; json.dumps writes the value as the JSON sink always has.
+        known = self._parts[(name, value)] = (
+            clean,
+            f',"{name}":{json.dumps(clean, ensure_ascii=False)}',
+        )
+        return known
+
+    def _write(self, sink: TextIO | Path, line: str) -> None:
         stream = self._path_stream(sink) if isinstance(sink, Path) else sink
         stream.write(line)
         if self._unflushed is stream:

@@ -174,6 +174,89 @@ async def test_a_slow_response_is_not_cut_by_the_head_deadline(limited: Backend)
     assert _closed(limited) == []
 
 
+async def test_a_request_head_over_the_bound_is_refused_with_400_and_a_close(
+    limited: Backend,
+) -> None:
+    # The parser does not bound a head it streams to the server; the server does, as h11 did,
+    # well before the head deadline, however the head is split into reads.
+    reader, writer = await _raw(limited)
+    try:
+        started = time.monotonic()
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        for _ in range(_server.MAX_HEAD_BYTES // 1024 + 2):
+            writer.write(b"X-Filler: " + b"a" * 1000 + b"\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.005)  # one read each
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert time.monotonic() - started < LIMITS.request_head_timeout_s
+    assert _closed(limited) == []  # refused as invalid, not timed out
+
+
+async def test_a_body_framed_two_ways_is_refused_before_the_app_sees_it(limited: Backend) -> None:
+    # Transfer-Encoding with Content-Length is how requests are smuggled past a proxy that reads
+    # the other framing (RFC 9112 §6.1); the parser refuses it outright.
+    reader, writer = await _raw(limited)
+    try:
+        writer.write(
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        )
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
+    finally:
+        writer.close()
+    assert answer.startswith(b"HTTP/1.1 400 ")
+
+
+async def test_a_large_head_under_the_bound_is_answered(limited: Backend) -> None:
+    async with httpx.AsyncClient(base_url=limited.url, timeout=PATIENCE_S) as http:
+        filler = {f"x-filler-{i}": "a" * 1000 for i in range(_server.MAX_HEAD_BYTES // 1024 - 2)}
+        assert (await http.get("/healthz", headers=filler)).status_code == 200
+
+
+async def test_pipelined_requests_are_answered_in_order_then_idle_closes(
+    limited: Backend,
+) -> None:
+    reader, writer = await _raw(limited)
+    try:
+        one = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        writer.write(one + b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        first = await asyncio.wait_for(reader.readuntil(b"HTTP/1.1 404 "), PATIENCE_S)
+        assert first.startswith(b"HTTP/1.1 200 OK\r\n")
+        started = time.monotonic()
+        # Both answered, the connection is kept alive, then closed once the next head is late.
+        rest = await asyncio.wait_for(reader.read(), PATIENCE_S)
+        assert b"\r\n\r\n" in rest
+        assert time.monotonic() - started >= LIMITS.request_head_timeout_s * 0.9
+    finally:
+        writer.close()
+    assert _closed(limited) == [("http", "idle")]
+
+
+async def test_a_kept_alive_connection_is_closed_quietly_after_the_keep_alive_timeout(
+    limited: Backend,
+) -> None:
+    # uvicorn's keep-alive timeout still closes an idle connection after an answer, before the
+    # head deadline and without a `connection.closed` event (it is no limit being enforced).
+    # Read by each new connection; uvicorn types it int, and any number of seconds works.
+    limited.server.config.timeout_keep_alive = 0.1  # type: ignore[assignment]
+    reader, writer = await _raw(limited)
+    try:
+        for _ in range(3):  # each answer re-arms it
+            writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            await asyncio.wait_for(reader.readuntil(b"HTTP/1.1 200 OK\r\n"), PATIENCE_S)
+            await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await asyncio.wait_for(reader.read(), PATIENCE_S)  # the rest of the answer, then EOF
+        waited = time.monotonic() - started
+    finally:
+        writer.close()
+    assert waited < LIMITS.request_head_timeout_s
+    assert _closed(limited) == []
+
+
 async def _device_socket(backend: Backend, device: str = "kiosk-1") -> Any:
     credential = backend.enroll(device=device)
     async with httpx.AsyncClient(base_url=backend.url, timeout=PATIENCE_S) as http:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import io
 import json
 from typing import TYPE_CHECKING
@@ -148,3 +149,76 @@ def test_refused_event_is_not_counted(keys: Keys) -> None:
     with pytest.raises(TelemetryFieldError):
         telemetry.emit("command.outcome", outcome="ok", title="Secret page")
     assert telemetry.counter("command.outcome", "ok") == 0
+
+
+class _Kind(enum.StrEnum):
+    WRITE = "write"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_each_line_is_the_json_of_its_record_in_the_order_it_always_had(keys: Keys) -> None:
+    # Lines are written from parts kept per checked value; each must still be exactly what
+    # json.dumps made of the record: ts, event, then the fields sorted by name.
+    sink = io.StringIO()
+    telemetry = Telemetry(sink, keys, clock=lambda: 1_800_000_000.25)
+    for latency in (7, 8):  # the second event takes the kept parts
+        telemetry.emit(
+            "command.outcome",
+            session=SESSION,
+            command="click",
+            outcome="succeeded",
+            kind=_Kind.WRITE,
+            latency_ms=latency,
+            count=_Level.HIGH,
+            scope=True,
+            tenant=TENANT,
+        )
+    lines = sink.getvalue().splitlines()
+    assert len(lines) == 2
+    for line, latency in zip(lines, (7, 8), strict=True):
+        expected = {
+            "ts": "2027-01-15T08:00:00.250+00:00",
+            "event": "command.outcome",
+            "command": "click",
+            "count": 3,
+            "kind": "write",
+            "latency_ms": latency,
+            "outcome": "succeeded",
+            "scope": True,
+            "session": pseudonym(keys, "session", SESSION),
+            "tenant": pseudonym(keys, "tenant", TENANT),
+        }
+        assert line == json.dumps(expected, separators=(",", ":"), ensure_ascii=False)
+
+
+def test_a_value_checked_for_one_field_is_checked_again_for_another(keys: Keys) -> None:
+    telemetry = Telemetry(None, keys)
+    raw_id = "Laptop of the ops team"  # any string is an id; as a plain value it is prose
+    telemetry.emit("device.connected", device=raw_id)
+    telemetry.emit("device.connected", device=raw_id)  # kept: its pseudonym again
+    with pytest.raises(TelemetryFieldError, match="short machine code"):
+        telemetry.emit("device.connected", reason=raw_id)
+    telemetry.emit("device.connected", kind="consumer")
+    with pytest.raises(TelemetryFieldError, match="'title' is not allowed"):
+        telemetry.emit("device.connected", title="consumer")
+    assert [event.get("device") for event in telemetry.events] == [
+        pseudonym(keys, "device", raw_id),
+        pseudonym(keys, "device", raw_id),
+        None,
+    ]
+
+
+def test_timestamps_follow_the_clock_across_seconds_to_the_millisecond(keys: Keys) -> None:
+    instants = iter([1_800_000_000.999, 1_800_000_000.9995, 1_800_000_001.0, 1_800_000_061.007])
+    telemetry = Telemetry(None, keys, clock=lambda: next(instants))
+    for _ in range(4):
+        telemetry.emit("auth.accepted")
+    assert [event["ts"] for event in telemetry.events] == [
+        "2027-01-15T08:00:00.999+00:00",
+        "2027-01-15T08:00:00.999+00:00",
+        "2027-01-15T08:00:01.000+00:00",
+        "2027-01-15T08:01:01.007+00:00",
+    ]

@@ -18,6 +18,7 @@ from understudy.http._responses import json_response
 if TYPE_CHECKING:
     from understudy._services import Services
     from understudy._store.commands import CommandRow
+    from understudy._write_protocol import HttpAnswer
     from understudy.http._auth import Consumer
 
 
@@ -39,17 +40,21 @@ async def submit_command(
 
 
 async def run_command(services: Services, who: Consumer, sid: str, body: bytes) -> Response[Any]:
-    """Admit the command in `body` and answer with its outcome, or what it is waiting for.
+    """Admit the command in `body` and answer with its outcome, or what it is waiting for."""
+    answer = await command_answer(services, who, sid, body)
+    return json_response(answer.body, answer.status, answer.headers)
 
-    Shared by the route and the fast path of `_fast`, which answer alike.
-    """
+
+async def command_answer(services: Services, who: Consumer, sid: str, body: bytes) -> HttpAnswer:
+    """What `run_command` answers, before it is a response: the route and the fast path of
+    `_fast` share it, and answer alike."""
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
     req: m.CommandRequest = parse(m.CommandRequest, body, uuid_fields=("commandId",))
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
     row = await unless_revoked(services, who, agent.wait_outcome(row.command_id))
-    return _outcome(sid, row)
+    return http_answer(sid, row)
 
 
 @get("/v1/sessions/{session_id:str}/commands/{command_id:str}", guards=[consumer_guard])

@@ -6,9 +6,10 @@ signature model, dependency resolution and the response machinery, about as much
 command's own turn. This ASGI wrapper takes the requests of that route that need none of it (a
 `Content-Length` body of at most `MAX_BODY_BYTES`) and runs the same steps as the route, in the
 same order, with the same functions: the consumer credential, the session id, the body checks,
-`run_command`, and the problem+json answers of the error handlers. Anything else (another
-method or path, a chunked or oversized body, the sockets, lifespan) goes to the app unchanged.
-Like every response, it starts only once every turn taken so far is durable.
+`command_answer` (what `run_command` answers, sent as the same two ASGI messages), and the
+problem+json answers of the error handlers. Anything else (another method or path, a chunked or
+oversized body, the sockets, lifespan) goes to the app unchanged. Like every response, it starts
+only once every turn taken so far is durable.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from litestar.enums import ScopeType
 
 from understudy._problems import ProblemError, problem_response
 from understudy.http._auth import authenticate_consumer, bearer_token
-from understudy.http._commands import run_command
+from understudy.http._commands import command_answer
 from understudy.http._parsing import MAX_BODY_BYTES, check_body, parse_session_id
+from understudy.http._responses import JSON
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -39,11 +41,13 @@ if TYPE_CHECKING:
     )
 
     from understudy._services import Services
+    from understudy._write_protocol import HttpAnswer
 
 # The route's template, for the log line of an unexpected error (never the path: it holds ids).
 ROUTE: Final = "/v1/sessions/{session_id:str}/commands"
 _PATH: Final = re.compile(r"/v1/sessions/([^/]+)/commands")
 log = logging.getLogger("understudy.app")  # where the app's error handler logs too
+_JSON: Final = JSON.encode("latin-1")
 
 
 class FastCommands:
@@ -73,7 +77,7 @@ class FastCommands:
             who = authenticate_consumer(services, bearer_token(heads.authorization))
             sid = parse_session_id(match.group(1))
             body = check_body(await _body(receive), heads.content_type)
-            response = await run_command(services, who, sid, body)
+            status, headers, content = _serialised(await command_answer(services, who, sid, body))
         except ProblemError as exc:
             response = problem_response(exc)
         except Exception:
@@ -81,6 +85,13 @@ class FastCommands:
             response = problem_response(
                 ProblemError(500, "internal_error", "an unexpected error occurred")
             )
+        else:
+            # The two messages the route's `json_response` would be sent as, in its header order,
+            # without building the response.
+            await services.db.durable()
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": content, "more_body": False})
+            return
         await _respond(services, response, scope, receive, send)
 
 
@@ -121,6 +132,17 @@ async def _body(receive: Receive) -> bytes:
         if not message.get("more_body", False):
             break
     return b"".join(chunks)
+
+
+def _serialised(answer: HttpAnswer) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """The status, the raw headers and the body of `answer`, as `json_response` makes them."""
+    body = answer.body if isinstance(answer.body, bytes) else answer.body.to_wire_json().encode()
+    headers = [
+        (name.lower().encode("latin-1"), value.encode("latin-1"))
+        for name, value in answer.headers.items()
+    ]
+    headers += ((b"content-type", _JSON), (b"content-length", b"%d" % len(body)))
+    return answer.status, headers, body
 
 
 async def _respond(
