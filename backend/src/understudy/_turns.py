@@ -74,6 +74,9 @@ class Outbox:
     # The actor's earliest due time after this turn, when the body knows it exactly from the
     # rows it read and wrote in this transaction; unset, the timer asks the rows (a statement).
     due: float | object | None = _UNSET
+    # Set once the turn is durable (a `durable=False` turn's never is): its frames need not wait
+    # for the turns other actors took since.
+    committed: bool = False
 
 
 class SocketSupersededError(RuntimeError):
@@ -174,6 +177,7 @@ class Turns(Generic[OutboxT]):
             self._current = None
         if durable:
             await self._db.durable()  # group commit: nothing leaves before the turn is durable
+            out.committed = True
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:
@@ -243,6 +247,7 @@ class Turns(Generic[OutboxT]):
                 self._current = None
         if durable:
             await self._db.durable()
+            out.committed = True
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:

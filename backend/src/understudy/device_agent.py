@@ -151,10 +151,11 @@ class DeviceAgent:
     async def _deliver(self, out: _Outbox) -> None:
         if out.hello_serial is not None:
             self._hello_serial = out.hello_serial
+        committed = out.committed
         for frame in out.pending:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
         for frame in out.frames:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
@@ -333,13 +334,14 @@ class DeviceAgent:
         )
         await self.disconnected(serial, close=(CLOSE_NOT_AUTHORITATIVE, message))
 
-    async def send(self, frame: m.DeviceServerFrame) -> None:
-        """Send if a socket is authoritative; otherwise the coordinator resends on reconnect."""
+    async def send(self, frame: m.DeviceServerFrame, *, committed: bool = False) -> None:
+        """Send if a socket is authoritative; otherwise the coordinator resends on reconnect
+        (`committed`: see `Connection.send`)."""
         conn = self._conn
         if conn is None:
             return
         try:
-            await conn.send(frame)
+            await conn.send(frame, committed=committed)
         except Exception:  # a dying socket; its reader reports the disconnect
             log.debug("device send failed", exc_info=True)
 

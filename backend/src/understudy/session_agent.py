@@ -140,7 +140,10 @@ class SessionAgent:
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
         self.hello: m.SessionClientHello | None = None
-        self._events: dict[str, asyncio.Event] = {}
+        # The waiters for a command's outcome, each with its own event, by command id: only
+        # while a request waits (an entry per command for the session's whole life would grow
+        # with every command it ran).
+        self._events: dict[str, set[asyncio.Event]] = {}
         # The command rows the last turn delivered here wrote, as committed: a waiter it woke
         # takes its row from here instead of reading it again. Replaced by every turn (a turn
         # that wrote none empties it) and emptied when another node or actor may have changed
@@ -194,8 +197,7 @@ class SessionAgent:
         """Another node changed this session (an outcome, its socket): waiters here re-read."""
         self._handed = {}
         self._changed.set()
-        for event in self._events.values():
-            event.set()
+        self._wake_all()
 
     async def fire_timer(self) -> None:
         """The timer turn, when another node's poll took this actor's due row."""
@@ -269,12 +271,15 @@ class SessionAgent:
         self._handed = out.rows  # first: whatever follows may raise (a crash point)
         if out.step is not None:
             _faults.after(out.step)
+        committed = out.committed
         for frame in out.pending:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
         for frame in out.frames:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
+        events = self._events
         for command_id in out.wake:
-            self._events.setdefault(command_id, asyncio.Event()).set()
+            for event in events.get(command_id, ()):
+                event.set()
         if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
             self._changed.set()
 
@@ -426,7 +431,21 @@ class SessionAgent:
         row = self._handed.get(command_id) or self.repos.commands.get(self.session_id, command_id)
         assert row is not None  # noqa: S101 - the caller admitted it
         until = min(row.admitted_at + within, row.deadline)
-        event = self._events.setdefault(command_id, asyncio.Event())
+        if not CommandState(row.state).open:
+            return row
+        event = asyncio.Event()
+        waiters = self._events.setdefault(command_id, set())
+        waiters.add(event)
+        try:
+            return await self._wait_outcome(command_id, row, event, until)
+        finally:
+            waiters.discard(event)
+            if not waiters and self._events.get(command_id) is waiters:
+                del self._events[command_id]
+
+    async def _wait_outcome(
+        self, command_id: str, row: CommandRow, event: asyncio.Event, until: float
+    ) -> CommandRow:
         while True:
             if not CommandState(row.state).open:
                 return row
@@ -443,10 +462,11 @@ class SessionAgent:
             else:
                 await wait_until(event, self.clock, until)
             # The row the waking turn wrote, when it was a turn of this node's (no statement).
-            row = self._handed.get(command_id) or self.repos.commands.get(
+            found = self._handed.get(command_id) or self.repos.commands.get(
                 self.session_id, command_id
             )
-            assert row is not None  # noqa: S101
+            assert found is not None  # noqa: S101
+            row = found
 
     # -- frames from the extension -------------------------------------------------------------
 
@@ -864,12 +884,13 @@ class SessionAgent:
 
     # -- the socket ----------------------------------------------------------------------------
 
-    async def send(self, frame: m.SessionServerFrame) -> None:
+    async def send(self, frame: m.SessionServerFrame, *, committed: bool = False) -> None:
+        """Send on the authoritative socket, if any (`committed`: see `Connection.send`)."""
         conn = self._conn
         if conn is None:
             return
         try:
-            await conn.send(frame)
+            await conn.send(frame, committed=committed)
         except Exception:
             log.debug("session send failed", exc_info=True)
 
@@ -881,8 +902,13 @@ class SessionAgent:
             await self._demote_shared(self._node)
         else:
             await self.disconnected(self._serial, close=_DEMOTED)
-        for event in self._events.values():
-            event.set()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        """Every outcome waiter re-reads its row."""
+        for events in self._events.values():
+            for event in events:
+                event.set()
 
     async def _demote_shared(self, node: SharedNode) -> None:
         """The socket may be on any node: its row is released in one turn, and its node told."""

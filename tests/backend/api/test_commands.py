@@ -531,6 +531,20 @@ async def test_the_first_command_right_after_201_finds_the_session_socket_up(
         assert first.status_code == 200, first.text
 
 
+async def test_a_session_keeps_no_outcome_waiter_for_commands_nobody_waits_for(
+    backend: Backend,
+) -> None:
+    # One waiter per request while it waits, never an entry per command for the session's life.
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        for _ in range(5):
+            done = await http.post(url, json=_cmd({"name": "click", "ref": "g1e1"}))
+            assert done.status_code == 200, done.text
+        agent = backend.services.session_agent(sid)
+        assert agent._events == {}  # the memory a long session would grow
+
+
 async def test_the_ready_deadline_the_admission_hands_to_the_timer_fires_exactly_then(
     backend: Backend,
 ) -> None:

@@ -33,6 +33,7 @@ class _Actor:
     clock: ManualClock
     telemetry: Telemetry
     sent: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)
+    committed: list[bool] = field(default_factory=list)  # `Outbox.committed` at each delivery
 
     def __post_init__(self) -> None:
         self.turns: Turns[_Out] = Turns(
@@ -44,6 +45,7 @@ class _Actor:
         )
 
     async def deliver(self, out: _Out) -> None:
+        self.committed.append(out.committed)
         for frame in out.frames:  # what another process would see when the frame leaves
             self.sent.append((frame, _on_disk(self.db)))
 
@@ -97,6 +99,20 @@ async def test_a_turn_that_promises_nothing_stored_sends_before_the_group_commit
     assert actor.sent == [("heartbeat_ack", [])]  # left before the COMMIT
     await actor.db.durable()
     assert _on_disk(actor.db) == [("t", 1)]
+
+
+async def test_a_durable_turn_delivers_marked_committed_and_one_that_is_not_does_not(
+    actor: _Actor,
+) -> None:
+    # A committed turn's frames need not wait for the turns other actors took since; a turn
+    # that did not wait for its own commit must not skip that wait.
+    def body(out: _Out, now: float) -> None:
+        actor.db.execute("INSERT INTO t VALUES (1)")
+        out.frames.append("frame")
+
+    await actor.turns.run(body)
+    await actor.turns.run(body, durable=False)
+    assert actor.committed == [True, False]
 
 
 async def test_a_turn_that_fails_rolls_back_sends_nothing_and_reports_nothing(
