@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -77,7 +78,7 @@ _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
 _TAKEN_OVER = (CLOSE_SUPERSEDED, "another node took this socket over; reconnect")
 
 
-def _carries_secret(frame: m.SessionServerFrame) -> bool:
+def _carries_secret(frame: m.SessionServerFrame | _Text) -> bool:
     """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
     memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
     return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
@@ -86,12 +87,75 @@ def _carries_secret(frame: m.SessionServerFrame) -> bool:
 _S = CommandState
 
 
+class _Text:
+    """A frame of the write path written as JSON from values the server validated when it
+    stored them: `write_prepare`, `write_grant` without a secret, `result_ack`. Building and
+    dumping the model would check them again on every write; `tests/backend/unit/
+    test_session_frames.py` holds each text equal to its model's."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def to_wire_json(self) -> str:
+        return self.text
+
+
+_Frame = m.SessionServerFrame | _Text
+
+
+def _json(value: dict[str, Any]) -> _Text:
+    return _Text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _timestamp(ts: float) -> str:
+    """A `Timestamp` as the models write it (pydantic: microseconds unless zero, and `Z`)."""
+    return utc(ts).isoformat().replace("+00:00", "Z")
+
+
+def prepare_frame(
+    command_id: str, name: str, lease_epoch: int, dry_run: bool, ready_by: float
+) -> _Text:
+    """`write_prepare` (metadata only) for an admitted write."""
+    return _json(
+        {
+            "type": "write_prepare",
+            "commandId": command_id,
+            "name": name,
+            "leaseEpoch": lease_epoch,
+            "dryRun": dry_run,
+            "readyBy": _timestamp(ready_by),
+        }
+    )
+
+
+def grant_frame(row: CommandRow) -> _Text:
+    """`write_grant` of a granted write that needs no secret: the command as admitted (the row
+    keeps the wire form of the validated request)."""
+    return _json(
+        {
+            "type": "write_grant",
+            "commandId": row.command_id,
+            "leaseEpoch": row.lease_epoch,
+            "command": row.request,
+            "dryRun": row.dry_run,
+            "deadlineAt": _timestamp(row.deadline),
+        }
+    )
+
+
+def result_ack_frame(command_id: uuid.UUID) -> _Text:
+    """`result_ack`: the result is persisted."""
+    return _Text(f'{{"type":"result_ack","commandId":"{command_id}"}}')
+
+
 @dataclass
 class _Outbox(TurnOutbox):
-    frames: list[m.SessionServerFrame] = field(default_factory=list)
+    frames: list[_Frame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
     step: str | None = None  # the persisted write step this turn took (for crash points)
-    pending: list[m.SessionServerFrame] = field(default_factory=list)  # other nodes' rows, first
+    pending: list[_Frame] = field(default_factory=list)  # other nodes' rows, first
     # Command rows as this turn's own statements returned them, for the waiters it wakes.
     rows: dict[str, CommandRow] = field(default_factory=dict)
 
@@ -413,14 +477,7 @@ class SessionAgent:
                 )
             elif admission.has(Effect.SEND_PREPARE):
                 out.frames.append(
-                    m.SessionServerWritePrepare(
-                        type="write_prepare",
-                        command_id=request.command_id,
-                        name=name,
-                        lease_epoch=epoch,
-                        dry_run=dry_run,
-                        ready_by=utc(now + READY_DEADLINE_S),
-                    )
+                    prepare_frame(command_id, name, epoch, dry_run, now + READY_DEADLINE_S)
                 )
             return row
 
@@ -666,7 +723,7 @@ class SessionAgent:
             # `_result`), and the session is of its lease epoch (the grant's condition).
             out.due = _due(granted)
             self._apply(out, granted, frame.command_id, grant, now, persisted=True)
-            out.frames.append(_grant_frame(frame.command_id, granted, None))
+            out.frames.append(grant_frame(granted))
             return
         row = self.repos.commands.get(self.session_id, str(frame.command_id))
         decision = self._decide(row, Event.WRITE_READY)
@@ -884,7 +941,7 @@ class SessionAgent:
 
     # -- the socket ----------------------------------------------------------------------------
 
-    async def send(self, frame: m.SessionServerFrame, *, committed: bool = False) -> None:
+    async def send(self, frame: _Frame, *, committed: bool = False) -> None:
         """Send on the authoritative socket, if any (`committed`: see `Connection.send`)."""
         conn = self._conn
         if conn is None:
@@ -1044,7 +1101,7 @@ def _due(row: CommandRow) -> float:
     return row.deadline
 
 
-def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | None:
+def _frame_of(effect: Effect, command_id: uuid.UUID) -> _Frame | None:
     """The frame an effect sends by itself (the read, prepare and grant frames carry more)."""
     match effect:
         case Effect.CANCEL_READY_DEADLINE:
@@ -1056,7 +1113,7 @@ def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | N
         case Effect.CANCEL_SUPERSEDED:
             return m.SessionServerCancel(type="cancel", command_id=command_id, reason="superseded")
         case Effect.SEND_RESULT_ACK:
-            return m.SessionServerResultAck(type="result_ack", command_id=command_id)
+            return result_ack_frame(command_id)
         case Effect.ERROR_UNKNOWN_COMMAND:
             return _error(command_id, "unknown_command", "no write with this commandId")
         case Effect.ERROR_NOT_GRANTED:
