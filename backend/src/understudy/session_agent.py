@@ -850,10 +850,12 @@ class SessionAgent:
             if target.open:  # granted: the deadline of the work runs on
                 if not persisted:
                     self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
+                # No wake-up: a waiter waits for an outcome (and its deadline, which a grant
+                # keeps), so it would only read the row and wait again.
             else:
                 reported = decision.has(Effect.RECORD_OUTCOME)
                 self._end(row, target, now, reported, result, error, persisted=persisted)
-            out.wake.add(row.command_id)
+                out.wake.add(row.command_id)
         if row is not None and decision.has(Effect.BLOCK_WRITES):
             session = self.repos.sessions.require(self.session_id)
             if session.writes_blocked_reason is None:  # the first reason stays the one reported
