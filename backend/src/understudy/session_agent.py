@@ -308,26 +308,30 @@ class SessionAgent:
             )
 
     async def deliver_outbox(self) -> None:
-        """Send this node's outbox rows for the session on its socket, if it still holds it."""
-        node = self._node
-        if node is None:
-            return
-        closes: list[tuple[int, tuple[int, str]]] = []
-        async with self._turns.lock:
-            with self._storage.transaction() as repos:
-                rows = node.take_outbox(repos, self.key)
-            for taken in rows:
-                self._delivered_seq = max(self._delivered_seq, taken.seq)
-                if self._conn is None or taken.serial != self._serial:
-                    node.outbox_dropped += 1  # that socket is gone: its successor says hello
-                    continue
-                for text in taken.frames:
-                    await self.send(SERVER_FRAMES.validate_json(text))
-                node.outbox_delivered += 1
-                if taken.close is not None:
-                    closes.append((taken.serial, taken.close))
-        for serial, close in closes:
-            await self.disconnected(serial, close=close)
+        """Send this node's outbox rows for the session on its socket, if it still holds it (a
+        row for an older socket is dropped: its successor says hello)."""
+        if self._node is not None:
+            await self._node.deliver_outbox(
+                self._storage,
+                self._turns.lock,
+                self.key,
+                holds=self._holds,
+                send=self._send_row,
+                taken=self._taken,
+                disconnect=self._disconnect_row,
+            )
+
+    def _holds(self, serial: int) -> bool:
+        return self._conn is not None and serial == self._serial
+
+    async def _send_row(self, text: str) -> None:
+        await self.send(SERVER_FRAMES.validate_json(text))
+
+    def _taken(self, seq: int) -> None:
+        self._delivered_seq = max(self._delivered_seq, seq)
+
+    async def _disconnect_row(self, serial: int, close: tuple[int, str]) -> None:
+        await self.disconnected(serial, close=close)
 
     # -- turns ---------------------------------------------------------------------------------
 
