@@ -33,7 +33,6 @@ class _Actor:
     clock: ManualClock
     telemetry: Telemetry
     sent: list[tuple[str, list[tuple[str, int]]]] = field(default_factory=list)
-    committed: list[bool] = field(default_factory=list)  # `Outbox.committed` at each delivery
 
     def __post_init__(self) -> None:
         self.turns: Turns[_Out] = Turns(
@@ -45,7 +44,6 @@ class _Actor:
         )
 
     async def deliver(self, out: _Out) -> None:
-        self.committed.append(out.committed)
         for frame in out.frames:  # what another process would see when the frame leaves
             self.sent.append((frame, _on_disk(self.db)))
 
@@ -102,17 +100,29 @@ async def test_a_turn_that_promises_nothing_stored_sends_before_the_group_commit
 
 
 async def test_a_durable_turn_delivers_marked_committed_and_one_that_is_not_does_not(
-    actor: _Actor,
+    db: Database,
 ) -> None:
     # A committed turn's frames need not wait for the turns other actors took since; a turn
     # that did not wait for its own commit must not skip that wait.
-    def body(out: _Out, now: float) -> None:
-        actor.db.execute("INSERT INTO t VALUES (1)")
-        out.frames.append("frame")
+    committed: list[bool] = []
 
-    await actor.turns.run(body)
-    await actor.turns.run(body, durable=False)
-    assert actor.committed == [True, False]
+    async def deliver(out: _Out) -> None:
+        committed.append(out.committed)
+
+    turns: Turns[_Out] = Turns(
+        db=db,
+        clock=ManualClock(),
+        telemetry=Telemetry(None, Keys.from_master(b"t" * 32)),
+        outbox=_Out,
+        deliver=deliver,
+    )
+
+    def body(out: _Out, now: float) -> None:
+        db.execute("INSERT INTO t VALUES (1)")
+
+    await turns.run(body)
+    await turns.run(body, durable=False)
+    assert committed == [True, False]
 
 
 async def test_a_turn_that_fails_rolls_back_sends_nothing_and_reports_nothing(
