@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from understudy.generated.protocol import (
     CLOSE_FRAME_RATE,
@@ -16,12 +16,18 @@ from understudy.generated.protocol import (
     CLOSE_TICKET_REFUSED,
 )
 
-if TYPE_CHECKING:
-    from understudy.generated._wire import WireModel
+
+class Frame(Protocol):
+    """What a socket sends: a generated model, or a small frame the server wrote as JSON itself."""
+
+    def to_wire_json(self) -> str: ...
 
 
 class Connection(Protocol):
-    async def send(self, frame: WireModel) -> None: ...
+    async def send(self, frame: Frame, *, committed: bool = False) -> None:
+        """Send `frame` once every turn taken so far is durable; `committed`: the caller's turn
+        is durable already and the frame says nothing else (it need not wait for other turns)."""
+        ...
 
     async def close(self, code: int, reason: str) -> None: ...
 
@@ -39,4 +45,5 @@ __all__ = [
     "CLOSE_SUPERSEDED",
     "CLOSE_TICKET_REFUSED",
     "Connection",
+    "Frame",
 ]

@@ -49,10 +49,10 @@ from understudy._periodic import Periodic
 from understudy._store._postgres import NODE_DEAD_AFTER_S
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from understudy._clock import Clock
-    from understudy._store._ports import Repositories
+    from understudy._store._ports import Repositories, Storage
     from understudy._store._postgres import PostgresStorage
     from understudy._store.cluster import ActorRef, OutboxRow
 
@@ -202,6 +202,40 @@ class SharedNode:
     def take_outbox(self, repos: Repositories, key: str) -> list[OutboxRow]:
         """This node's rows for `key`, removed (the caller holds the actor's local lock)."""
         return repos.outbox.take(self.node_id, key)
+
+    async def deliver_outbox(
+        self,
+        storage: Storage,
+        lock: asyncio.Lock,
+        key: str,
+        *,
+        holds: Callable[[int], bool],
+        send: Callable[[str], Awaitable[None]],
+        taken: Callable[[int], None],
+        disconnect: Callable[[int, tuple[int, str]], Awaitable[None]],
+    ) -> None:
+        """Send this node's outbox rows for actor `key` on its socket, under the actor's `lock`.
+
+        A row for a socket that is no longer the one `holds` names is dropped (its successor says
+        hello and learns the state from it); `taken` hears each row's sequence number, `send`
+        gets each frame's text, and a row's close runs (`disconnect`) once the lock is released.
+        """
+        closes: list[tuple[int, tuple[int, str]]] = []
+        async with lock:
+            with storage.transaction() as repos:
+                rows = self.take_outbox(repos, key)
+            for row in rows:
+                taken(row.seq)
+                if not holds(row.serial):
+                    self.outbox_dropped += 1
+                    continue
+                for text in row.frames:
+                    await send(text)
+                self.outbox_delivered += 1
+                if row.close is not None:
+                    closes.append((row.serial, row.close))
+        for serial, close in closes:
+            await disconnect(serial, close)
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -74,6 +74,9 @@ class Outbox:
     # The actor's earliest due time after this turn, when the body knows it exactly from the
     # rows it read and wrote in this transaction; unset, the timer asks the rows (a statement).
     due: float | object | None = _UNSET
+    # Set once the turn is durable (a `durable=False` turn's never is): its frames need not wait
+    # for the turns other actors took since.
+    committed: bool = False
 
 
 class SocketSupersededError(RuntimeError):
@@ -174,6 +177,7 @@ class Turns(Generic[OutboxT]):
             self._current = None
         if durable:
             await self._db.durable()  # group commit: nothing leaves before the turn is durable
+            out.committed = True
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:
@@ -243,6 +247,7 @@ class Turns(Generic[OutboxT]):
                 self._current = None
         if durable:
             await self._db.durable()
+            out.committed = True
         self._emit(out, refused=False)
         await self._deliver(out)
         if self.timer is not None:
@@ -295,10 +300,13 @@ class Timer:
         self._failed = failed
         self._actor = actor
         self._task: asyncio.Task[None] | None = None
-        # On wall-clock time the timer waits as a loop timer and becomes a task only when due:
-        # it is re-armed after every turn, and a task per arming (then cancelled) costs a task,
-        # a sleep and a wake-up each time.
+        # On wall-clock time the timer waits as a loop timer and becomes a task only when due.
+        # It is re-armed after every turn, mostly to a later time (a write's ready deadline,
+        # then its work deadline, then nothing): the loop timer stays where it is when the new
+        # due time is later, and when it goes off early it sleeps again until the due time it
+        # finds (`_start`). Only an earlier due time takes a new loop timer.
         self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0  # the clock time the loop timer goes off at
         self._due: float | None = None
 
     @property
@@ -316,21 +324,43 @@ class Timer:
         if due is _UNSET:
             due = self._due_of()
         assert due is None or isinstance(due, float | int)  # noqa: S101 - _UNSET replaced
-        armed = self._handle is not None or (self._task is not None and not self._task.done())
+        if isinstance(self._clock, SystemClock):
+            self._arm_wall(due)
+            return
+        armed = self._task is not None and not self._task.done()
         if due == self._due and armed:
             return
         self.disarm()
         if due is not None:
             self._due = due
-            loop = asyncio.get_running_loop()
-            if isinstance(self._clock, SystemClock):
-                delay = max(0.0, due - self._clock.now())
-                self._handle = loop.call_later(delay, self._start, due)
-            else:
-                self._task = loop.create_task(self._fire_at(due))
+            self._task = asyncio.get_running_loop().create_task(self._fire_at(due))
 
-    def _start(self, due: float) -> None:
+    def _arm_wall(self, due: float | None) -> None:
+        if self._task is not None and not self._task.done():
+            if due == self._due:
+                return
+            self.disarm()  # a due turn is about to run for the old time: that one is off
+        self._due = due
+        if due is None:
+            return  # a loop timer still set goes off, finds nothing due, and stops
+        if self._handle is not None and self._handle_at <= due:
+            return  # it goes off first and sleeps again until `due`
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle_at = due
+        delay = max(0.0, due - self._clock.now())
+        self._handle = asyncio.get_running_loop().call_later(delay, self._start)
+
+    def _start(self) -> None:
         self._handle = None
+        due = self._due
+        if due is None:
+            return
+        if due > self._handle_at:  # re-armed for later since: wait on
+            self._handle_at = due
+            delay = max(0.0, due - self._clock.now())
+            self._handle = asyncio.get_running_loop().call_later(delay, self._start)
+            return
         self._task = asyncio.get_running_loop().create_task(self._fire_at(due))
 
     def disarm(self) -> None:

@@ -106,6 +106,8 @@ class IllegalCommandEventError(RuntimeError):
 
 
 _NOTHING: Final = Decision()
+# Every decision taken so far, by its inputs (a raising combination is never kept).
+_DECIDED: Final[dict[tuple[str, str | None, str, str | None], Decision]] = {}
 
 
 def decide(
@@ -119,6 +121,22 @@ def decide(
     Raises:
         IllegalCommandEventError: the combination cannot occur.
     """
+    # Pure and over a few dozen combinations: each is worked out once (several per write).
+    key = (kind, state, event, journal)
+    known = _DECIDED.get(key)
+    if known is not None:
+        return known
+    decision = _checked(kind, state, event, journal)
+    _DECIDED[key] = decision
+    return decision
+
+
+def _checked(
+    kind: Kind,
+    state: CommandState | str | None,
+    event: Event,
+    journal: JournalState | None,
+) -> Decision:
     current = CommandState(state) if state is not None else None
     if current is not None and current not in STATES_OF[kind]:
         raise IllegalCommandEventError(f"a {kind} is never {current}")

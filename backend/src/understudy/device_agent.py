@@ -127,34 +127,36 @@ class DeviceAgent:
         return self._node.node_id if self._node is not None else None
 
     async def deliver_outbox(self) -> None:
-        """Send this node's outbox rows for the device on its socket, if it still holds it."""
-        node = self._node
-        if node is None:
-            return
-        closes: list[tuple[int, tuple[int, str]]] = []
-        async with self._turns.lock:
-            with self._storage.transaction() as repos:
-                rows = node.take_outbox(repos, self.key)
-            for taken in rows:
-                self._delivered_seq = max(self._delivered_seq, taken.seq)
-                if not self.holds(taken.serial):
-                    node.outbox_dropped += 1  # that socket is gone: the device resends on hello
-                    continue
-                for text in taken.frames:
-                    await self.send(SERVER_FRAMES.validate_json(text))
-                node.outbox_delivered += 1
-                if taken.close is not None:
-                    closes.append((taken.serial, taken.close))
-        for serial, close in closes:
-            await self.disconnected(serial, close=close)
+        """Send this node's outbox rows for the device on its socket, if it still holds it (a
+        row for an older socket is dropped: the device resends on hello)."""
+        if self._node is not None:
+            await self._node.deliver_outbox(
+                self._storage,
+                self._turns.lock,
+                self.key,
+                holds=self.holds,
+                send=self._send_row,
+                taken=self._taken,
+                disconnect=self._disconnect_row,
+            )
+
+    async def _send_row(self, text: str) -> None:
+        await self.send(SERVER_FRAMES.validate_json(text))
+
+    def _taken(self, seq: int) -> None:
+        self._delivered_seq = max(self._delivered_seq, seq)
+
+    async def _disconnect_row(self, serial: int, close: tuple[int, str]) -> None:
+        await self.disconnected(serial, close=close)
 
     async def _deliver(self, out: _Outbox) -> None:
         if out.hello_serial is not None:
             self._hello_serial = out.hello_serial
+        committed = out.committed
         for frame in out.pending:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
         for frame in out.frames:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
 
     async def accept(self, conn: Connection, claims: TicketClaims) -> int | None:
         """Make `conn` authoritative if its ticket is fresh; returns its serial, or None."""
@@ -333,13 +335,14 @@ class DeviceAgent:
         )
         await self.disconnected(serial, close=(CLOSE_NOT_AUTHORITATIVE, message))
 
-    async def send(self, frame: m.DeviceServerFrame) -> None:
-        """Send if a socket is authoritative; otherwise the coordinator resends on reconnect."""
+    async def send(self, frame: m.DeviceServerFrame, *, committed: bool = False) -> None:
+        """Send if a socket is authoritative; otherwise the coordinator resends on reconnect
+        (`committed`: see `Connection.send`)."""
         conn = self._conn
         if conn is None:
             return
         try:
-            await conn.send(frame)
+            await conn.send(frame, committed=committed)
         except Exception:  # a dying socket; its reader reports the disconnect
             log.debug("device send failed", exc_info=True)
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field, replace
@@ -77,7 +78,7 @@ _DEMOTED = (CLOSE_NOT_AUTHORITATIVE, "authority moved")
 _TAKEN_OVER = (CLOSE_SUPERSEDED, "another node took this socket over; reconnect")
 
 
-def _carries_secret(frame: m.SessionServerFrame) -> bool:
+def _carries_secret(frame: m.SessionServerFrame | _Text) -> bool:
     """A grant with a secret's plaintext: it never becomes a row (the plaintext lives only in
     memory); a grant is decided on the socket's own node anyway (its turn is fenced)."""
     return isinstance(frame, m.SessionServerWriteGrant) and frame.secret_value is not None
@@ -86,12 +87,75 @@ def _carries_secret(frame: m.SessionServerFrame) -> bool:
 _S = CommandState
 
 
+class _Text:
+    """A frame of the write path written as JSON from values the server validated when it
+    stored them: `write_prepare`, `write_grant` without a secret, `result_ack`. Building and
+    dumping the model would check them again on every write; `tests/backend/unit/
+    test_session_frames.py` holds each text equal to its model's."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def to_wire_json(self) -> str:
+        return self.text
+
+
+_Frame = m.SessionServerFrame | _Text
+
+
+def _json(value: dict[str, Any]) -> _Text:
+    return _Text(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _timestamp(ts: float) -> str:
+    """A `Timestamp` as the models write it (pydantic: microseconds unless zero, and `Z`)."""
+    return utc(ts).isoformat().replace("+00:00", "Z")
+
+
+def prepare_frame(
+    command_id: str, name: str, lease_epoch: int, dry_run: bool, ready_by: float
+) -> _Text:
+    """`write_prepare` (metadata only) for an admitted write."""
+    return _json(
+        {
+            "type": "write_prepare",
+            "commandId": command_id,
+            "name": name,
+            "leaseEpoch": lease_epoch,
+            "dryRun": dry_run,
+            "readyBy": _timestamp(ready_by),
+        }
+    )
+
+
+def grant_frame(row: CommandRow) -> _Text:
+    """`write_grant` of a granted write that needs no secret: the command as admitted (the row
+    keeps the wire form of the validated request)."""
+    return _json(
+        {
+            "type": "write_grant",
+            "commandId": row.command_id,
+            "leaseEpoch": row.lease_epoch,
+            "command": row.request,
+            "dryRun": row.dry_run,
+            "deadlineAt": _timestamp(row.deadline),
+        }
+    )
+
+
+def result_ack_frame(command_id: uuid.UUID) -> _Text:
+    """`result_ack`: the result is persisted."""
+    return _Text(f'{{"type":"result_ack","commandId":"{command_id}"}}')
+
+
 @dataclass
 class _Outbox(TurnOutbox):
-    frames: list[m.SessionServerFrame] = field(default_factory=list)
+    frames: list[_Frame] = field(default_factory=list)
     wake: set[str] = field(default_factory=set)
     step: str | None = None  # the persisted write step this turn took (for crash points)
-    pending: list[m.SessionServerFrame] = field(default_factory=list)  # other nodes' rows, first
+    pending: list[_Frame] = field(default_factory=list)  # other nodes' rows, first
     # Command rows as this turn's own statements returned them, for the waiters it wakes.
     rows: dict[str, CommandRow] = field(default_factory=dict)
 
@@ -140,7 +204,10 @@ class SessionAgent:
         self._serial = 0
         self._epochs: tuple[str, int] | None = None  # (browser epoch, lease epoch) of the socket
         self.hello: m.SessionClientHello | None = None
-        self._events: dict[str, asyncio.Event] = {}
+        # The waiters for a command's outcome, each with its own event, by command id: only
+        # while a request waits (an entry per command for the session's whole life would grow
+        # with every command it ran).
+        self._events: dict[str, set[asyncio.Event]] = {}
         # The command rows the last turn delivered here wrote, as committed: a waiter it woke
         # takes its row from here instead of reading it again. Replaced by every turn (a turn
         # that wrote none empties it) and emptied when another node or actor may have changed
@@ -194,8 +261,7 @@ class SessionAgent:
         """Another node changed this session (an outcome, its socket): waiters here re-read."""
         self._handed = {}
         self._changed.set()
-        for event in self._events.values():
-            event.set()
+        self._wake_all()
 
     async def fire_timer(self) -> None:
         """The timer turn, when another node's poll took this actor's due row."""
@@ -242,26 +308,30 @@ class SessionAgent:
             )
 
     async def deliver_outbox(self) -> None:
-        """Send this node's outbox rows for the session on its socket, if it still holds it."""
-        node = self._node
-        if node is None:
-            return
-        closes: list[tuple[int, tuple[int, str]]] = []
-        async with self._turns.lock:
-            with self._storage.transaction() as repos:
-                rows = node.take_outbox(repos, self.key)
-            for taken in rows:
-                self._delivered_seq = max(self._delivered_seq, taken.seq)
-                if self._conn is None or taken.serial != self._serial:
-                    node.outbox_dropped += 1  # that socket is gone: its successor says hello
-                    continue
-                for text in taken.frames:
-                    await self.send(SERVER_FRAMES.validate_json(text))
-                node.outbox_delivered += 1
-                if taken.close is not None:
-                    closes.append((taken.serial, taken.close))
-        for serial, close in closes:
-            await self.disconnected(serial, close=close)
+        """Send this node's outbox rows for the session on its socket, if it still holds it (a
+        row for an older socket is dropped: its successor says hello)."""
+        if self._node is not None:
+            await self._node.deliver_outbox(
+                self._storage,
+                self._turns.lock,
+                self.key,
+                holds=self._holds,
+                send=self._send_row,
+                taken=self._taken,
+                disconnect=self._disconnect_row,
+            )
+
+    def _holds(self, serial: int) -> bool:
+        return self._conn is not None and serial == self._serial
+
+    async def _send_row(self, text: str) -> None:
+        await self.send(SERVER_FRAMES.validate_json(text))
+
+    def _taken(self, seq: int) -> None:
+        self._delivered_seq = max(self._delivered_seq, seq)
+
+    async def _disconnect_row(self, serial: int, close: tuple[int, str]) -> None:
+        await self.disconnected(serial, close=close)
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -269,12 +339,15 @@ class SessionAgent:
         self._handed = out.rows  # first: whatever follows may raise (a crash point)
         if out.step is not None:
             _faults.after(out.step)
+        committed = out.committed
         for frame in out.pending:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
         for frame in out.frames:
-            await self.send(frame)
+            await self.send(frame, committed=committed)
+        events = self._events
         for command_id in out.wake:
-            self._events.setdefault(command_id, asyncio.Event()).set()
+            for event in events.get(command_id, ()):
+                event.set()
         if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
             self._changed.set()
 
@@ -408,14 +481,7 @@ class SessionAgent:
                 )
             elif admission.has(Effect.SEND_PREPARE):
                 out.frames.append(
-                    m.SessionServerWritePrepare(
-                        type="write_prepare",
-                        command_id=request.command_id,
-                        name=name,
-                        lease_epoch=epoch,
-                        dry_run=dry_run,
-                        ready_by=utc(now + READY_DEADLINE_S),
-                    )
+                    prepare_frame(command_id, name, epoch, dry_run, now + READY_DEADLINE_S)
                 )
             return row
 
@@ -426,7 +492,21 @@ class SessionAgent:
         row = self._handed.get(command_id) or self.repos.commands.get(self.session_id, command_id)
         assert row is not None  # noqa: S101 - the caller admitted it
         until = min(row.admitted_at + within, row.deadline)
-        event = self._events.setdefault(command_id, asyncio.Event())
+        if not CommandState(row.state).open:
+            return row
+        event = asyncio.Event()
+        waiters = self._events.setdefault(command_id, set())
+        waiters.add(event)
+        try:
+            return await self._wait_outcome(command_id, row, event, until)
+        finally:
+            waiters.discard(event)
+            if not waiters and self._events.get(command_id) is waiters:
+                del self._events[command_id]
+
+    async def _wait_outcome(
+        self, command_id: str, row: CommandRow, event: asyncio.Event, until: float
+    ) -> CommandRow:
         while True:
             if not CommandState(row.state).open:
                 return row
@@ -443,10 +523,11 @@ class SessionAgent:
             else:
                 await wait_until(event, self.clock, until)
             # The row the waking turn wrote, when it was a turn of this node's (no statement).
-            row = self._handed.get(command_id) or self.repos.commands.get(
+            found = self._handed.get(command_id) or self.repos.commands.get(
                 self.session_id, command_id
             )
-            assert row is not None  # noqa: S101
+            assert found is not None  # noqa: S101
+            row = found
 
     # -- frames from the extension -------------------------------------------------------------
 
@@ -646,7 +727,7 @@ class SessionAgent:
             # `_result`), and the session is of its lease epoch (the grant's condition).
             out.due = _due(granted)
             self._apply(out, granted, frame.command_id, grant, now, persisted=True)
-            out.frames.append(_grant_frame(frame.command_id, granted, None))
+            out.frames.append(grant_frame(granted))
             return
         row = self.repos.commands.get(self.session_id, str(frame.command_id))
         decision = self._decide(row, Event.WRITE_READY)
@@ -773,10 +854,12 @@ class SessionAgent:
             if target.open:  # granted: the deadline of the work runs on
                 if not persisted:
                     self.repos.commands.grant(self.session_id, row.command_id, state=target.value)
+                # No wake-up: a waiter waits for an outcome (and its deadline, which a grant
+                # keeps), so it would only read the row and wait again.
             else:
                 reported = decision.has(Effect.RECORD_OUTCOME)
                 self._end(row, target, now, reported, result, error, persisted=persisted)
-            out.wake.add(row.command_id)
+                out.wake.add(row.command_id)
         if row is not None and decision.has(Effect.BLOCK_WRITES):
             session = self.repos.sessions.require(self.session_id)
             if session.writes_blocked_reason is None:  # the first reason stays the one reported
@@ -864,12 +947,13 @@ class SessionAgent:
 
     # -- the socket ----------------------------------------------------------------------------
 
-    async def send(self, frame: m.SessionServerFrame) -> None:
+    async def send(self, frame: _Frame, *, committed: bool = False) -> None:
+        """Send on the authoritative socket, if any (`committed`: see `Connection.send`)."""
         conn = self._conn
         if conn is None:
             return
         try:
-            await conn.send(frame)
+            await conn.send(frame, committed=committed)
         except Exception:
             log.debug("session send failed", exc_info=True)
 
@@ -881,8 +965,13 @@ class SessionAgent:
             await self._demote_shared(self._node)
         else:
             await self.disconnected(self._serial, close=_DEMOTED)
-        for event in self._events.values():
-            event.set()
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        """Every outcome waiter re-reads its row."""
+        for events in self._events.values():
+            for event in events:
+                event.set()
 
     async def _demote_shared(self, node: SharedNode) -> None:
         """The socket may be on any node: its row is released in one turn, and its node told."""
@@ -1018,7 +1107,7 @@ def _due(row: CommandRow) -> float:
     return row.deadline
 
 
-def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | None:
+def _frame_of(effect: Effect, command_id: uuid.UUID) -> _Frame | None:
     """The frame an effect sends by itself (the read, prepare and grant frames carry more)."""
     match effect:
         case Effect.CANCEL_READY_DEADLINE:
@@ -1030,7 +1119,7 @@ def _frame_of(effect: Effect, command_id: uuid.UUID) -> m.SessionServerFrame | N
         case Effect.CANCEL_SUPERSEDED:
             return m.SessionServerCancel(type="cancel", command_id=command_id, reason="superseded")
         case Effect.SEND_RESULT_ACK:
-            return m.SessionServerResultAck(type="result_ack", command_id=command_id)
+            return result_ack_frame(command_id)
         case Effect.ERROR_UNKNOWN_COMMAND:
             return _error(command_id, "unknown_command", "no write with this commandId")
         case Effect.ERROR_NOT_GRANTED:

@@ -533,6 +533,42 @@ async def test_the_first_command_right_after_201_finds_the_session_socket_up(
         assert first.status_code == 200, first.text
 
 
+async def test_a_session_keeps_no_outcome_waiter_for_commands_nobody_waits_for(
+    backend: Backend,
+) -> None:
+    # One waiter per request while it waits, never an entry per command for the session's life.
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http)
+        url = f"/v1/sessions/{sid}/commands"
+        for _ in range(5):
+            done = await http.post(url, json=_cmd({"name": "click", "ref": "g1e1"}))
+            assert done.status_code == 200, done.text
+        agent = backend.services.session_agent(sid)
+        assert agent._events == {}  # the memory a long session would grow
+
+
+async def test_only_the_outcome_of_a_write_wakes_the_request_waiting_for_it(
+    backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The waiter returns on an outcome (or its deadline, which a grant keeps): waking it at the
+    # grant would only make it read the row and wait again.
+    async with backend.client(backend.api_key()) as http:
+        _, sid = await _session(backend, http)
+        agent = backend.services.session_agent(sid)
+        woken: list[set[str]] = []
+        deliver = agent._deliver
+
+        async def spied(out: Any) -> None:
+            woken.append(set(out.wake))
+            await deliver(out)
+
+        monkeypatch.setattr(agent._turns, "_deliver", spied)  # what the turns deliver with
+        body = _cmd({"name": "click", "ref": "g1e1"})
+        done = await http.post(f"/v1/sessions/{sid}/commands", json=body)
+        assert done.status_code == 200, done.text
+    assert woken == [set(), set(), {body["commandId"]}]  # admission, grant, result
+
+
 async def test_the_ready_deadline_the_admission_hands_to_the_timer_fires_exactly_then(
     backend: Backend,
 ) -> None:

@@ -138,3 +138,64 @@ async def test_switched_off_every_turn_commits_on_its_own(tmp_path: Path) -> Non
     assert _on_disk(database) == [("a", 1), ("b", 1)]  # durable before any await
     assert database.commits == before + 2
     database.close()
+
+
+async def test_a_cancelled_waiter_leaves_the_group_and_the_other_waiters_alone(
+    db: Database,
+) -> None:
+    async def turn_then_wait() -> None:
+        _turn(db, "a", 1)
+        await db.durable()
+
+    taker = asyncio.ensure_future(turn_then_wait())
+    gone = asyncio.ensure_future(db.durable())
+    stays = asyncio.ensure_future(db.durable())
+    await asyncio.sleep(0)  # all three wait on the open group now; its COMMIT comes next
+    assert not taker.done()
+    gone.cancel()
+    await stays  # still resolved by the COMMIT, not cancelled with the other one
+    await taker
+    assert gone.cancelled()
+    assert _on_disk(db) == [("a", 1)]
+
+
+def _control(db: Database) -> list[str]:
+    """Every transaction-control statement the connection runs from now on."""
+    seen: list[str] = []
+    db._conn.set_trace_callback(  # what SQLite itself is asked to do
+        lambda sql: (
+            seen.append(sql.split()[0].upper())
+            if sql.split()[0].upper() in ("BEGIN", "SAVEPOINT", "RELEASE", "ROLLBACK", "COMMIT")
+            else None
+        )
+    )
+    return seen
+
+
+async def test_a_turn_alone_in_its_group_takes_no_savepoint(db: Database) -> None:
+    seen = _control(db)
+    _turn(db, "a", 1)
+    await db.durable()
+    assert seen == ["BEGIN", "COMMIT"]
+    seen.clear()
+    _turn(db, "a", 2)
+    _turn(db, "b", 2)  # a second turn joins as a savepoint: it may roll back alone
+    await db.durable()
+    assert seen == ["BEGIN", "SAVEPOINT", "RELEASE", "COMMIT"]
+
+
+async def test_a_failing_first_turn_rolls_back_and_the_next_turn_opens_a_new_group(
+    db: Database,
+) -> None:
+    before = db.commits
+    with pytest.raises(RuntimeError), db.transaction():
+        db.execute("INSERT INTO t VALUES ('a', 1)")
+        raise RuntimeError("the first turn of the group fails after a write")
+    _turn(db, "b", 1)
+    _turn(db, "c", 1)
+    with pytest.raises(RuntimeError), db.transaction():
+        db.execute("INSERT INTO t VALUES ('d', 1)")
+        raise RuntimeError("a later turn of the group fails alone")
+    await db.durable()
+    assert _on_disk(db) == [("b", 1), ("c", 1)]
+    assert db.commits == before + 1

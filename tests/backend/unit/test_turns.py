@@ -99,6 +99,32 @@ async def test_a_turn_that_promises_nothing_stored_sends_before_the_group_commit
     assert _on_disk(actor.db) == [("t", 1)]
 
 
+async def test_a_durable_turn_delivers_marked_committed_and_one_that_is_not_does_not(
+    db: Database,
+) -> None:
+    # A committed turn's frames need not wait for the turns other actors took since; a turn
+    # that did not wait for its own commit must not skip that wait.
+    committed: list[bool] = []
+
+    async def deliver(out: _Out) -> None:
+        committed.append(out.committed)
+
+    turns: Turns[_Out] = Turns(
+        db=db,
+        clock=ManualClock(),
+        telemetry=Telemetry(None, Keys.from_master(b"t" * 32)),
+        outbox=_Out,
+        deliver=deliver,
+    )
+
+    def body(out: _Out, now: float) -> None:
+        db.execute("INSERT INTO t VALUES (1)")
+
+    await turns.run(body)
+    await turns.run(body, durable=False)
+    assert committed == [True, False]
+
+
 async def test_a_turn_that_fails_rolls_back_sends_nothing_and_reports_nothing(
     actor: _Actor,
 ) -> None:
@@ -246,6 +272,59 @@ async def test_on_wall_clock_time_a_rearmed_timer_fires_once_at_its_latest_due()
     await asyncio.sleep(0.1)  # the first due has passed too: it must not fire
     assert len(fired) == 1
     assert fired[0] >= due[0]
+    assert timer.due is None
+
+
+async def test_on_wall_clock_time_rearming_later_keeps_one_loop_timer_and_fires_at_the_last_due(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = SystemClock()
+    loop = asyncio.get_running_loop()
+    timers = 0
+    call_later = loop.call_later
+
+    def counted(delay: float, callback: object, *args: object) -> asyncio.TimerHandle:
+        nonlocal timers
+        timers += 1
+        return call_later(delay, callback, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(loop, "call_later", counted)
+    fired: list[float] = []
+    done = asyncio.Event()
+
+    async def fire() -> None:
+        fired.append(clock.now())
+        done.set()
+
+    start = clock.now()
+    timer = Timer(clock=clock, due=lambda: None, fire=fire, failed=print, actor="session")
+    # A write's turns: its ready deadline, its work deadline, nothing open; then the next write.
+    for offset in (0.05, 0.25, None, 0.06, 0.26, None, 0.07):
+        timer.arm(None if offset is None else start + offset)
+    assert timers == 1  # every later due time waits on the first loop timer
+    assert timer.due == start + 0.07
+    await asyncio.wait_for(done.wait(), 5)
+    await asyncio.sleep(0.05)
+    assert len(fired) == 1
+    assert fired[0] >= start + 0.07
+    assert timer.due is None
+
+
+async def test_on_wall_clock_time_an_earlier_due_fires_at_its_time() -> None:
+    clock = SystemClock()
+    fired: list[float] = []
+    done = asyncio.Event()
+
+    async def fire() -> None:
+        fired.append(clock.now())
+        done.set()
+
+    start = clock.now()
+    timer = Timer(clock=clock, due=lambda: None, fire=fire, failed=print, actor="session")
+    timer.arm(start + 5)
+    timer.arm(start + 0.03)  # earlier than the loop timer set: it takes a new one
+    await asyncio.wait_for(done.wait(), 2)
+    assert start + 0.03 <= fired[0] < start + 1
     assert timer.due is None
 
 

@@ -456,3 +456,21 @@ def test_unsettled_outcomes_answer_as_problems(
         http_answer(row.session_id, row)
     assert (caught.value.status, caught.value.code) == (status, code)
     assert caught.value.extensions == {"command_id": row.command_id, "retry_policy": retry_policy}
+
+
+def test_a_remembered_decision_is_the_one_worked_out_and_an_illegal_one_raises_every_time() -> None:
+    for kind in KINDS:
+        for state in [None, *STATES_OF[kind]]:
+            for event in Event:
+                try:
+                    first = decide(kind, state, event)
+                except IllegalCommandEventError:
+                    with pytest.raises(IllegalCommandEventError):
+                        decide(kind, state, event)
+                    continue
+                # The same answer from the state's enum and from its stored text.
+                assert decide(kind, state.value if state else None, event) == first
+    with pytest.raises(IllegalCommandEventError):
+        decide("read", CommandState.GRANTED, Event.ADMIT)
+    with pytest.raises(IllegalCommandEventError):
+        decide("read", CommandState.GRANTED, Event.ADMIT)

@@ -6,11 +6,18 @@ span an `await` (actor rule 3), and SQLite statements on a local file take micro
 **Group commit.** Inside a running event loop, `transaction()` does not commit on its own. The
 first turn of a loop iteration opens one SQLite transaction (`BEGIN IMMEDIATE`) and schedules its
 `COMMIT` with `call_soon`; every turn that runs before then joins it as a `SAVEPOINT`, so a turn
-that raises rolls back alone while the others stay. One fsync then covers every turn of the
-iteration, whichever actor took it. Nothing that depends on a turn may leave the process before
-it is durable: the actors `await durable()` after each turn, before sending its frames, and every
-HTTP response and socket frame waits for it too (`app.py`). Outside a loop (the CLI, migrations at
-start-up) each transaction commits when its block ends, as before.
+that raises rolls back alone while the others stay. The group's first turn needs no savepoint:
+when it raises, nothing else is in the transaction yet, so the transaction rolls back whole and
+the group is gone (the next turn opens a new one). One fsync then covers every turn of the
+iteration, whichever actor took it.
+
+Nothing that depends on a turn may leave the process before it is durable: the actors await
+`durable()` after each turn, then send its frames; every HTTP response and every other socket
+frame waits for it too (`http/`). Each waiter has its own future, resolved by the COMMIT (an
+exception when it failed): a waiter that is cancelled (a request that went away) takes only its
+own future with it, so the group needs no `asyncio.shield` per waiter (a future and a callback
+each). Outside a loop (the CLI, migrations at start-up) each transaction commits when its block
+ends.
 """
 
 from __future__ import annotations
@@ -39,7 +46,20 @@ class DurabilityError(RuntimeError):
     """A group's COMMIT failed: none of its turns is durable (they were rolled back)."""
 
 
+class _Group:
+    """The open group: the waiters for its COMMIT, each on a future of its own."""
+
+    __slots__ = ("waiters",)
+
+    def __init__(self) -> None:
+        self.waiters: list[asyncio.Future[None]] = []
+
+
 class Database:
+    # A class default, so an engine that reuses this class without its SQLite connection (the
+    # PostgreSQL one) never has a group open.
+    _group: _Group | None = None
+
     def __init__(
         self,
         path: Path | str,
@@ -57,7 +77,7 @@ class Database:
         self._conn.execute("PRAGMA foreign_keys=ON")
         self._conn.execute("PRAGMA busy_timeout=5000")
         self._depth = 0
-        self._group: asyncio.Future[None] | None = None  # the open group's commit
+        self._group: _Group | None = None  # the open group: a transaction awaiting its COMMIT
         self.commits = 0  # COMMITs issued (each one fsync under FULL), for tests and benchmarks
         self.turns = 0  # transactions taken
         self.sql: Executor = SqliteExecutor(self._conn)  # what repositories run statements on
@@ -88,8 +108,22 @@ class Database:
                 self._depth -= 1
             return
         self.turns += 1
-        if self._group is None and not self._open_group():
-            yield from self._single()
+        group = self._group
+        if group is None:
+            group = self._open_group()
+            if group is None:
+                yield from self._single()
+                return
+            self._depth = 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._depth = 0
+                # The group's first turn: nothing else is in the transaction yet.
+                self._group = None
+                self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
             return
         self._conn.execute("SAVEPOINT turn")
         self._depth = 1
@@ -115,45 +149,54 @@ class Database:
         self._depth = 0
         self._commit()
 
-    def _open_group(self) -> bool:
-        """Open a group for this loop iteration; False outside a loop or when disabled."""
+    def _open_group(self) -> _Group | None:
+        """Open a group for this loop iteration; None outside a loop or when disabled."""
         if not self.group_commit:
-            return False
+            return None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            return False
+            return None
         self._conn.execute("BEGIN IMMEDIATE")
-        self._group = loop.create_future()
-        loop.call_soon(self._commit_group)
-        return True
+        group = self._group = _Group()
+        loop.call_soon(self._commit_group, group)
+        return group
 
-    def _commit_group(self) -> None:
-        group, self._group = self._group, None
-        if group is None:
-            return
+    def _commit_group(self, group: _Group | None) -> None:
+        if group is None or group is not self._group:
+            return  # its only turn rolled it back, or close() committed it
+        self._group = None
         try:
             self._commit()
         except sqlite3.Error as exc:
             log.exception("group commit failed; its turns are rolled back")
             with suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            if not group.done():
-                group.set_exception(DurabilityError(str(exc)))
-                group.exception()  # retrieved here too: a group nobody awaited is not an error
+            failed = DurabilityError(str(exc))
+            for waiter in group.waiters:
+                if not waiter.done():
+                    waiter.set_exception(failed)
+                    waiter.exception()  # retrieved here too: a waiter gone is not an error
             return
-        if not group.done():
-            group.set_result(None)
+        for waiter in group.waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _commit(self) -> None:
         self._conn.execute("COMMIT")
         self.commits += 1
 
     async def durable(self) -> None:
-        """Return once every turn taken so far is committed (at once when none is pending)."""
+        """Return once every turn taken so far is committed (at once when none is pending).
+
+        Raises:
+            DurabilityError: the open group's COMMIT failed.
+        """
         group = self._group
         if group is not None:
-            await asyncio.shield(group)
+            waiter = asyncio.get_running_loop().create_future()
+            group.waiters.append(waiter)
+            await waiter
 
     def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> list[Row]:
         return list(self._conn.execute(sql, params).fetchall())
@@ -167,7 +210,7 @@ class Database:
         return self._conn.execute(sql, params).rowcount
 
     def close(self) -> None:
-        self._commit_group()  # a group still open is committed, not lost
+        self._commit_group(self._group)  # a group still open is committed, not lost
         self._conn.close()
 
 

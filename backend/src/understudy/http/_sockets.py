@@ -27,10 +27,9 @@ from understudy._connection import (
 from understudy.http._auth import ServicesDep
 
 if TYPE_CHECKING:
-    from understudy._connection import Connection
+    from understudy._connection import Connection, Frame
     from understudy._services import Services
     from understudy._store._db import Database
-    from understudy.generated._wire import WireModel
 
 
 class _WsConnection:
@@ -38,9 +37,12 @@ class _WsConnection:
         self._socket = socket
         self._db = db
 
-    async def send(self, frame: WireModel) -> None:
-        # A frame may say what a turn decided: it leaves only once that turn is durable.
-        await self._db.durable()
+    async def send(self, frame: Frame, *, committed: bool = False) -> None:
+        # A frame may say what a turn decided: it leaves only once that turn is durable. A turn's
+        # own frames (`committed`) come after its commit, and waiting for every turn taken since
+        # (other actors' groups) would only hold them back.
+        if not committed:
+            await self._db.durable()
         await self._socket.send_text(frame.to_wire_json())
 
     async def close(self, code: int, reason: str) -> None:
