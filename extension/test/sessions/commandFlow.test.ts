@@ -63,14 +63,15 @@ interface Fixture {
   /** What the journal held in storage each time a write acted. */
   acted: string[][];
   warnings: string[];
+  /** Lets held-back storage writes land (see `FakeStorageArea.gate`). */
+  open: () => void;
 }
 
-function fixture(act?: (f: Fixture) => Promise<void>): Fixture {
+function fixture(act?: (f: Fixture) => Promise<void>, area = new FakeStorageArea()): Fixture {
   const host = new FakeHost();
-  const area = new FakeStorageArea();
   const warnings: string[] = [];
   const log = { info: () => undefined, warn: (event: string) => warnings.push(event) };
-  const f = { host, area, acted: [], warnings } as unknown as Fixture;
+  const f = { host, area, acted: [], warnings, open: () => undefined } as unknown as Fixture;
   const runners: CommandRunners = {
     planWrite: () =>
       Promise.resolve({
@@ -84,6 +85,20 @@ function fixture(act?: (f: Fixture) => Promise<void>): Fixture {
   };
   f.flow = new CommandFlow(host, area, SESSION, log, runners);
   return f;
+}
+
+/**
+ * A worker that stopped and started again: a new flow that loads what storage holds now. Writes
+ * still held back by the old storage gate never land (the worker died with them in flight). Acts
+ * of the new flow are counted with the old one's.
+ */
+async function restarted(f: Fixture): Promise<Fixture> {
+  const area = new FakeStorageArea();
+  for (const [key, value] of f.area.data) area.data.set(key, structuredClone(value));
+  const next = fixture(undefined, area);
+  next.acted = f.acted;
+  await next.flow.load();
+  return next;
 }
 
 function states(f: Pick<Fixture, "area">): string[] {
@@ -102,23 +117,38 @@ async function granted(f: Fixture, commandId: string, leaseEpoch = 1): Promise<v
 }
 
 describe("CommandFlow", () => {
-  it("persists prepared before it answers write_ready", async () => {
+  it("answers write_ready while prepared is on its way to storage, and acts only once started is there", async () => {
     const f = fixture();
+    let open: () => void = () => undefined;
+    f.area.gate = new Promise((resolve) => (open = resolve));
     const commandId = await prepared(f);
-    expect(states(f)).toEqual(["prepared"]);
     expect(f.host.sent).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
     expect(f.flow.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
+    expect(states(f)).toEqual([]);
+    // The grant arrives before the prepared write landed: the act waits for started.
+    const grant = granted(f, commandId);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    expect(f.acted).toEqual([]);
+    open();
+    await grant;
+    expect(f.acted).toEqual([["started"]]);
   });
 
-  it("acts once, with started persisted before the act and completed_unacked before the result", async () => {
-    const f = fixture();
+  it("acts once, with started persisted before the act, and sends the result while completed_unacked is written", async () => {
+    const f = fixture(async (fx) => {
+      fx.area.gate = new Promise((resolve) => (fx.open = resolve));
+      return Promise.resolve();
+    });
     const commandId = await prepared(f);
     await granted(f, commandId);
     expect(f.acted).toEqual([["started"]]);
-    expect(states(f)).toEqual(["completed_unacked"]);
     expect(f.host.framesOf("result")).toEqual([
       { type: "result", commandId, outcome: "succeeded", result: { name: "click", url: TAB.url, title: TAB.title, generation: 3 } },
     ]);
+    expect(states(f)).toEqual(["started"]);
+    f.open();
+    await f.flow.settled();
+    expect(states(f)).toEqual(["completed_unacked"]);
   });
 
   it("answers a repeated grant of a completed write with the stored result, never acting again", async () => {
@@ -251,5 +281,80 @@ describe("CommandFlow", () => {
     expect(again.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
     await again.clear();
     expect(states(f)).toEqual([]);
+  });
+
+  describe("after a worker stop at each journal write, the restarted journal gives the protocol's answer", () => {
+    it("stopped with prepared in flight: no entry, so a grant is refused and nothing runs", async () => {
+      const f = fixture();
+      f.area.gate = new Promise(() => undefined); // never lands
+      const commandId = await prepared(f);
+      expect(f.host.framesOf("write_ready")).toHaveLength(1);
+      const g = await restarted(f);
+      // The hello reports nothing; the backend settles the write not_started (not granted yet)
+      // or unknown (granted): GRANTED with no journal entry "may have run".
+      expect(g.flow.journalEntries()).toEqual([]);
+      await granted(g, commandId);
+      expect(g.host.framesOf("error").map((e) => e.code)).toEqual(["write_refused"]);
+      expect(g.acted).toEqual([]);
+    });
+
+    it("stopped after prepared landed: the hello reports it prepared, the backend's cancel drops it, nothing runs", async () => {
+      const f = fixture();
+      const commandId = await prepared(f);
+      await f.flow.settled();
+      const g = await restarted(f);
+      expect(g.flow.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
+      await g.flow.applyVerdict({ cancel: [commandId], unknown: [], writesBlocked: false });
+      expect(g.flow.journalEntries()).toEqual([]);
+      expect(g.acted).toEqual([]);
+    });
+
+    it("stopped with started in flight: it never acted, and the entry is prepared or absent", async () => {
+      const f = fixture();
+      const commandId = await prepared(f);
+      await f.flow.settled();
+      f.area.gate = new Promise(() => undefined);
+      f.flow.grant({ type: "write_grant", commandId, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE }).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      expect(f.acted).toEqual([]);
+      const g = await restarted(f);
+      expect(g.flow.journalEntries()).toEqual([{ commandId, state: "prepared" }]);
+    });
+
+    it("stopped with completed_unacked in flight after the result left: started, never run again, dropped on unknown", async () => {
+      const f = fixture(async (fx) => {
+        fx.area.gate = new Promise(() => undefined);
+        return Promise.resolve();
+      });
+      const commandId = await prepared(f);
+      await granted(f, commandId);
+      expect(f.host.framesOf("result")).toHaveLength(1);
+      const g = await restarted(f);
+      expect(g.flow.journalEntries()).toEqual([{ commandId, state: "started" }]);
+      // Neither a grant nor a prepare of the id runs it again.
+      await granted(g, commandId);
+      await g.flow.prepare({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+      expect(g.host.framesOf("error").map((e) => e.code)).toEqual(["write_refused", "write_refused"]);
+      expect(f.acted).toHaveLength(1);
+      // A backend that did not get the result declares it unknown, which drops the entry.
+      await g.flow.applyVerdict({ cancel: [], unknown: [commandId], writesBlocked: true });
+      expect(g.flow.journalEntries()).toEqual([]);
+    });
+
+    it("stopped after completed_unacked landed: the result is replayed, never recomputed", async () => {
+      const f = fixture();
+      const commandId = await prepared(f);
+      await granted(f, commandId);
+      await f.flow.settled();
+      const g = await restarted(f);
+      expect(g.flow.journalEntries()).toEqual([{ commandId, state: "completed_unacked" }]);
+      g.flow.replayCompleted();
+      await granted(g, commandId);
+      expect(g.host.framesOf("result").map((r) => [r.commandId, r.outcome, r.replayed])).toEqual([
+        [commandId, "succeeded", true],
+        [commandId, "succeeded", true],
+      ]);
+      expect(f.acted).toHaveLength(1);
+    });
   });
 });
