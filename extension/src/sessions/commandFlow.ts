@@ -333,7 +333,7 @@ export class CommandFlow {
     let url = "";
     let title = "";
     try {
-      ({ url, title } = await ctx.tab());
+      ({ url, title } = await ctx.writtenTab());
     } catch (error) {
       if (error instanceof StaleAuthorityError) throw error;
       // The write happened; a tab that closed afterwards does not turn it into a failure.

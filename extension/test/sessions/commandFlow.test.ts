@@ -36,7 +36,7 @@ class FakeHost implements CommandHost {
       check();
       return Promise.resolve(TAB);
     };
-    return { tab, refs: { generation: 3 } } as unknown as CommandContext;
+    return { tab, writtenTab: tab, refs: { generation: 3 } } as unknown as CommandContext;
   }
 
   async attributing<T>(_commandId: string, task: () => Promise<T>): Promise<{ value: T; blocked: BlockedNavigation[] }> {
