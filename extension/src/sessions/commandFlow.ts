@@ -3,7 +3,8 @@
  *
  * Read: queue → run → `read_result`.
  * Write: `write_prepare` → record prepared → `write_ready`; `write_grant` → queue → resolve and
- * check (reads only) → persist started → one CDP operation → record completed_unacked → `result`;
+ * check (reads only) while started is persisted → one CDP operation → record completed_unacked →
+ * `result`;
  * `result_ack` → drop. Only `started` is waited for in storage before the flow goes on; prepared,
  * completed_unacked and drops reach storage in order while the frame is already on its way
  * (writeJournal.ts says why a crash in between never runs a write twice). After the operation a settle window attributes what the page did in
@@ -294,8 +295,17 @@ export class CommandFlow {
   ): Promise<void> {
     const ctx = this.host.context(deadlineMs, check);
     let plan;
+    let started: Promise<JournalEntry> | undefined;
     try {
       check();
+      // `started` goes to storage while the plan's reads (resolving the ref, scrolling it into
+      // view, the actionability checks) run; the act waits for it below. A dry run never acts,
+      // so it never starts. A stop or an authority move while planning can thus leave a started
+      // entry for a write that never acted: the backend calls it unknown, never runs it again.
+      if (!dryRun) {
+        started = this.journal.markStarted(entry.commandId);
+        started.catch(() => undefined); // awaited before the act; a failure stops it there
+      }
       plan = await this.commands.planWrite(ctx, command, dryRun, secretValue);
     } catch (error) {
       if (error instanceof StaleAuthorityError) return;
@@ -311,7 +321,8 @@ export class CommandFlow {
       await this.finish(entry, failed(new CommandError("origin_not_allowed", `${origin} is not among this session's allowed origins or the device's local policy; navigate only to an allowed origin.`)));
       return;
     }
-    await this.journal.markStarted(entry.commandId);
+    // Never act before storage holds `started` (the write's at-most-once guarantee).
+    await (started ?? this.journal.markStarted(entry.commandId));
     let outcome: StoredOutcome;
     try {
       let report: WriteReport | undefined;

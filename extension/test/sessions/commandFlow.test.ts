@@ -67,20 +67,22 @@ interface Fixture {
   open: () => void;
 }
 
-function fixture(act?: (f: Fixture) => Promise<void>, area = new FakeStorageArea()): Fixture {
+function fixture(act?: (f: Fixture) => Promise<void>, area = new FakeStorageArea(), plan?: (f: Fixture) => Promise<void>): Fixture {
   const host = new FakeHost();
   const warnings: string[] = [];
   const log = { info: () => undefined, warn: (event: string) => warnings.push(event) };
   const f = { host, area, acted: [], warnings, open: () => undefined } as unknown as Fixture;
   const runners: CommandRunners = {
-    planWrite: () =>
-      Promise.resolve({
+    planWrite: async () => {
+      await plan?.(f);
+      return {
         preview: { allowed: true },
         act: async () => {
           f.acted.push(states(f));
           await act?.(f);
         },
-      }),
+      };
+    },
     runRead: () => Promise.resolve({ name: "get_tabs", tabs: [TAB] }),
   };
   f.flow = new CommandFlow(host, area, SESSION, log, runners);
@@ -355,6 +357,69 @@ describe("CommandFlow", () => {
         [commandId, "succeeded", true],
       ]);
       expect(f.acted).toHaveLength(1);
+    });
+  });
+
+  describe("started goes to storage while the plan runs", () => {
+    it("writes started while the plan runs, and acts only once storage holds it", async () => {
+      const atPlan: string[][] = [];
+      const f = fixture(undefined, new FakeStorageArea(), async (fx) => {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        atPlan.push(states(fx));
+      });
+      const first = await prepared(f);
+      await f.flow.settled();
+      await granted(f, first);
+      // Storage held started before the plan's reads were over.
+      expect(atPlan).toEqual([["started"]]);
+      // With the started write held back, the plan finishes and the act waits.
+      const second = await prepared(f);
+      await f.flow.settled();
+      let open: () => void = () => undefined;
+      f.area.gate = new Promise((resolve) => (open = resolve));
+      const grant = granted(f, second);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      expect(atPlan).toHaveLength(2);
+      expect(f.acted).toHaveLength(1);
+      f.area.gate = undefined;
+      open();
+      await grant;
+      expect(f.acted).toHaveLength(2);
+      expect(f.acted[1]).toEqual(["completed_unacked", "started"]);
+    });
+
+    it("never starts a dry run", async () => {
+      const f = fixture();
+      const commandId = nextId();
+      await f.flow.prepare({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: true, readyBy: FUTURE });
+      await f.flow.grant({ type: "write_grant", commandId, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: true, deadlineAt: FUTURE });
+      await f.flow.settled();
+      expect(f.acted).toEqual([]);
+      expect(f.area.writes.map((w) => (JSON.parse(w) as { state: string }[]).map((e) => e.state))).toEqual([["prepared"], ["completed_unacked"]]);
+    });
+
+    it("reports a plan that failed after started was written as failed, without acting", async () => {
+      const f = fixture(undefined, new FakeStorageArea(), () => Promise.reject(new CommandError("ref_not_found", "gone")));
+      const commandId = await prepared(f);
+      await granted(f, commandId);
+      await f.flow.settled();
+      expect(f.acted).toEqual([]);
+      expect(f.host.framesOf("result")).toEqual([{ type: "result", commandId, outcome: "failed", error: { code: "ref_not_found", message: "gone" } }]);
+      expect(states(f)).toEqual(["completed_unacked"]);
+    });
+
+    it("stopped while planning after started landed: started, never acted, dropped on the backend's unknown", async () => {
+      const f = fixture(undefined, new FakeStorageArea(), () => new Promise<void>(() => undefined)); // the worker stops mid-plan
+      const commandId = await prepared(f);
+      f.flow.grant({ type: "write_grant", commandId, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE }).catch(() => undefined);
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      const g = await restarted(f);
+      expect(g.flow.journalEntries()).toEqual([{ commandId, state: "started" }]);
+      await granted(g, commandId);
+      expect(f.acted).toEqual([]);
+      await g.flow.applyVerdict({ cancel: [], unknown: [commandId], writesBlocked: true });
+      expect(g.flow.journalEntries()).toEqual([]);
     });
   });
 });
