@@ -4,10 +4,10 @@
  * Read: queue → run → `read_result`.
  * Write: `write_prepare` → record prepared → `write_ready`; `write_grant` → queue → resolve and
  * check (reads only) while started is persisted → one CDP operation → record completed_unacked →
- * `result`;
- * `result_ack` → drop. Only `started` is waited for in storage before the flow goes on; prepared,
- * completed_unacked and drops reach storage in order while the frame is already on its way
- * (writeJournal.ts says why a crash in between never runs a write twice). After the operation a settle window attributes what the page did in
+ * `result`; `result_ack` → drop. Only `started` is waited for in storage before the flow goes on;
+ * prepared, completed_unacked and drops reach storage in order while the frame is already on its
+ * way (writeJournal.ts says why a crash in between never runs a write twice). After the operation
+ * a settle window attributes what the page did in
  * response and the extension stopped (a navigation, a popup) to the write's result; a `wait_for`
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
