@@ -2,12 +2,13 @@
  * Reads and the at-most-once write protocol of one runtime.
  *
  * Read: queue → run → `read_result`.
- * Write: `write_prepare` → record prepared → `write_ready`; `write_grant` → queue → resolve and
- * check (reads only) while started is persisted → one CDP operation → record completed_unacked →
- * `result`; `result_ack` → drop. Only `started` is waited for in storage before the flow goes on;
- * prepared, completed_unacked and drops reach storage in order while the frame is already on its
- * way (writeJournal.ts says why a crash in between never runs a write twice). After the operation
- * a settle window attributes what the page did in
+ * Write: `write_prepare` → persist prepared → `write_ready`; `write_grant` → queue → resolve and
+ * check (reads only), while started is persisted → one CDP operation, once started is in storage
+ * → persist completed_unacked → `result`; `result_ack` → drop (from memory at once; storage
+ * follows with the journal's next write, see writeJournal.ts). Each frame leaves only once the
+ * move before it is in storage, as the seed's durable sequence orders it, so a worker stop after
+ * any frame finds what the restart needs: a preparation to cancel, a started write to declare
+ * unknown, a result to replay. After the operation a settle window attributes what the page did in
  * response and the extension stopped (a navigation, a popup) to the write's result; a `wait_for`
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
@@ -151,12 +152,6 @@ export class CommandFlow {
   /** Resolves once every queued command has finished. */
   idle(): Promise<void> {
     return this.queue.idle();
-  }
-
-  /** Resolves once every queued command has finished and every journal write it asked for settled. */
-  async settled(): Promise<void> {
-    await this.queue.idle();
-    await this.journal.written();
   }
 
   /** Forgets the journal (the lease ended). */

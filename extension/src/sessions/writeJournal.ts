@@ -8,34 +8,23 @@
  *
  * An entry never stores a command's arguments, so neither text nor a secret reaches storage.
  *
- * Only one move must be in storage before the caller goes on: `started`, before the first input.
- * It is what makes a write run at most once: a crash after the action leaves an entry that the
- * next hello reports as started, which the backend declares unknown and which no later grant or
- * prepare of that id can move back to running. The other moves take effect in memory at once and
- * reach storage in the order they were made, while the caller already sends its frame:
+ * Every move towards running a write is in storage before the caller goes on, as the seed's
+ * durable sequence orders it: `prepared` before `write_ready`, `started` before the first input,
+ * `completed_unacked` before the result. Memory follows storage (a move is taken in memory only
+ * once its write landed; a write that fails leaves memory as storage holds it and the caller
+ * gets the error), so every frame built from memory says what a restarted worker would find: a
+ * repeated prepare's `write_ready`, a replayed result, the hello's journal. A stop after a frame
+ * left therefore finds its move in storage: a preparation the backend may have granted is still
+ * there to be cancelled (`not_started`), a result it may not have received is still there to be
+ * replayed. Each write puts the whole journal in one `set`, through one chain, so storage never
+ * holds a later state of an entry without the earlier ones.
  *
- * - `prepared`, while `write_ready` goes out. A crash before the write lands leaves no entry: a
- *   grant that reaches a restarted worker finds nothing prepared and is refused without acting,
- *   and the backend's table settles the command from the hello's silence (`not_started` when it
- *   had not granted yet, `unknown` when it had: "lost from the journal: it may have run"). Such a
- *   crash can only turn a write that did not run into an unknown one, never run it.
- * - `completed_unacked`, while the `result` goes out. A crash before the write lands leaves the
- *   entry `started`: the next hello reports it, and the backend keeps the result it received (or
- *   declares the write unknown if it did not), and nothing runs again, because a started entry
- *   refuses every grant and prepare. A backend that holds the result says nothing about such an
- *   entry, so it stays in the journal until the lease ends (one of its 64 places).
- * - drops (acknowledged results, cancelled preparations, writes declared unknown): storage follows
- *   with the journal's next write, or `JOURNAL_DROP_FLUSH_MS` later when none comes, so an
- *   acknowledgement costs no storage write of its own on a busy session. A drop lost to a worker
- *   stop only keeps an entry longer: the next hello reports it, the backend answers a replayed
- *   result with another `result_ack`, a preparation with `cancel`, a started entry with `unknown`
- *   again (see `_write_protocol.py`).
- *
- * Writes reach storage in order (one chain), and each writes the whole journal as memory holds it,
- * so storage never holds a later state without the earlier ones of the same entry, and a write
- * that failed is carried by the next one. A `started` write follows the `prepared` one that memory
- * already holds, so a grant that arrives before `prepared` reached storage still acts only once
- * `started` did.
+ * A drop is not waited for: memory forgets the entry at once and storage follows with the
+ * journal's next write, or `JOURNAL_DROP_FLUSH_MS` later when none comes, so an acknowledgement
+ * costs no storage write of its own on a busy session. A drop lost to a worker stop (or a failed
+ * write) only keeps an entry longer: the next write carries it, and the next hello reports it,
+ * the backend answers a replayed result with another `result_ack`, a preparation with `cancel`,
+ * a started entry with `unknown` again (see `_write_protocol.py`).
  */
 import type { StorageArea } from "../chrome/facade";
 import { WRITE_JOURNAL_MAX_ENTRIES } from "../constants";
@@ -113,12 +102,9 @@ export class WriteJournal {
     return this.entries.find((entry) => entry.commandId === commandId);
   }
 
-  /**
-   * Records `prepared`; resolves once memory holds it, with its storage write under way (see the
-   * module comment). Idempotent for a repeated prepare of the same command.
-   */
+  /** Persists `prepared`, before `write_ready`. Idempotent for a repeated prepare of the same command. */
   prepare(entry: Omit<JournalEntry, "state" | "outcome">): Promise<JournalEntry> {
-    return this.stage((entries) => {
+    return this.mutate((entries) => {
       const existing = entries.find((e) => e.commandId === entry.commandId);
       if (existing !== undefined) return { entries, entry: existing };
       if (entries.length >= WRITE_JOURNAL_MAX_ENTRIES) {
@@ -129,25 +115,14 @@ export class WriteJournal {
     });
   }
 
-  /**
-   * Persists `started`, and resolves only once storage holds it: from here on a crash makes the
-   * outcome unknown. The one move the caller must wait for before it acts.
-   */
+  /** Persists `started`, before the first input: from here on a crash makes the outcome unknown. */
   markStarted(commandId: string): Promise<JournalEntry> {
-    return this.mutate(transitionTo(commandId, "started"));
+    return this.transition(commandId, "started");
   }
 
-  /**
-   * Records `completed_unacked` with the outcome; resolves once memory holds it, with its storage
-   * write under way, so the result can be sent at once (see the module comment).
-   */
+  /** Persists `completed_unacked` with the outcome, before the result is sent. */
   complete(commandId: string, outcome: StoredOutcome): Promise<JournalEntry> {
-    return this.stage(transitionTo(commandId, "completed_unacked", outcome));
-  }
-
-  /** Resolves once every journal write asked for so far has settled (landed or failed). */
-  written(): Promise<void> {
-    return this.chain.run(() => Promise.resolve());
+    return this.transition(commandId, "completed_unacked", outcome);
   }
 
   /**
@@ -161,7 +136,10 @@ export class WriteJournal {
       if (kept.length === this.entries.length) return Promise.resolve();
       this.entries = kept;
       this.dirty = true;
-      this.flushLater();
+      this.flushTimer ??= setTimeout(() => {
+        this.flushTimer = undefined;
+        this.flush().catch(() => undefined); // kept dirty: the next write or flush carries it
+      }, JOURNAL_DROP_FLUSH_MS);
       return Promise.resolve();
     });
   }
@@ -183,14 +161,6 @@ export class WriteJournal {
     });
   }
 
-  /** Writes what memory holds that storage does not, `JOURNAL_DROP_FLUSH_MS` from now. */
-  private flushLater(): void {
-    this.flushTimer ??= setTimeout(() => {
-      this.flushTimer = undefined;
-      this.flush().catch(() => undefined); // kept dirty: the next write or flush carries it
-    }, JOURNAL_DROP_FLUSH_MS);
-  }
-
   private cancelFlush(): void {
     if (this.flushTimer !== undefined) clearTimeout(this.flushTimer);
     this.flushTimer = undefined;
@@ -203,10 +173,25 @@ export class WriteJournal {
     this.cancelFlush();
   }
 
+  private transition(commandId: string, to: JournalState, outcome?: StoredOutcome): Promise<JournalEntry> {
+    return this.mutate((entries) => {
+      const index = entries.findIndex((e) => e.commandId === commandId);
+      const current = entries[index];
+      if (current === undefined) throw new IllegalTransitionError(`No journal entry to move to ${to}.`);
+      if (!TRANSITIONS[current.state].includes(to)) {
+        throw new IllegalTransitionError(`Journal entry cannot move from ${current.state} to ${to}.`);
+      }
+      const next: JournalEntry = outcome === undefined ? { ...current, state: to } : { ...current, state: to, outcome };
+      const copy = [...entries];
+      copy[index] = next;
+      return { entries: copy, entry: next };
+    });
+  }
+
   /**
    * Applies `change` to the entries. A change that returns the same array (a repeated prepare)
-   * writes nothing: once loaded, memory holds what storage holds but for staged moves and drops
-   * not yet written, and neither is needed in storage before the caller goes on.
+   * writes nothing: once loaded, memory holds what storage holds but for drops not yet written,
+   * and a drop is never needed in storage before the caller goes on.
    */
   private mutate<T>(change: (entries: JournalEntry[]) => { entries: JournalEntry[]; entry: T }): Promise<T> {
     return this.chain.run(async () => {
@@ -218,48 +203,4 @@ export class WriteJournal {
       return entry;
     });
   }
-
-  /**
-   * Applies `change` to memory and queues its storage write behind the writes already asked for;
-   * resolves once memory holds the change, not waiting for storage (see the module comment). A
-   * write that fails leaves the journal dirty: the next write carries it, or a flush a little later.
-   */
-  private stage<T>(change: (entries: JournalEntry[]) => { entries: JournalEntry[]; entry: T }): Promise<T> {
-    const applied = this.chain.run(() => {
-      const { entries, entry } = change(this.entries);
-      if (entries !== this.entries) {
-        this.entries = entries;
-        this.dirty = true;
-      }
-      return Promise.resolve(entry);
-    });
-    this.chain
-      .run(async () => {
-        if (this.dirty) await this.write(this.entries);
-      })
-      .catch(() => {
-        this.flushLater();
-      });
-    return applied;
-  }
-}
-
-/** The change that moves `commandId` to `to`, refusing moves the state machine does not allow. */
-function transitionTo(
-  commandId: string,
-  to: JournalState,
-  outcome?: StoredOutcome,
-): (entries: JournalEntry[]) => { entries: JournalEntry[]; entry: JournalEntry } {
-  return (entries) => {
-    const index = entries.findIndex((e) => e.commandId === commandId);
-    const current = entries[index];
-    if (current === undefined) throw new IllegalTransitionError(`No journal entry to move to ${to}.`);
-    if (!TRANSITIONS[current.state].includes(to)) {
-      throw new IllegalTransitionError(`Journal entry cannot move from ${current.state} to ${to}.`);
-    }
-    const next: JournalEntry = outcome === undefined ? { ...current, state: to } : { ...current, state: to, outcome };
-    const copy = [...entries];
-    copy[index] = next;
-    return { entries: copy, entry: next };
-  };
 }

@@ -24,10 +24,10 @@ async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; device: Fak
 }
 
 describe("SessionRuntime write protocol", () => {
-  it("answers write_ready without waiting for storage, which then holds prepared", async () => {
+  it("answers write_ready only once prepared is in storage", async () => {
     const { h, session } = await ready();
     const commandId = nextUuid();
-    let stateWhenReady: string | undefined = "unset";
+    let stateWhenReady: string | undefined;
     let open: () => void = () => undefined;
     h.store.session.gate = new Promise((resolve) => (open = resolve));
     const send = session.send.bind(session);
@@ -37,15 +37,15 @@ describe("SessionRuntime write protocol", () => {
     };
     session.receive({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
     await settle();
-    expect(session.framesOf("write_ready")).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
-    expect(stateWhenReady).toBeUndefined();
-    open();
+    expect(session.framesOf("write_ready")).toEqual([]);
     h.store.session.gate = undefined;
+    open();
     await settle();
-    expect(journalStates(h, LEASE_A.sessionId)[commandId]).toBe("prepared");
+    expect(session.framesOf("write_ready")).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
+    expect(stateWhenReady).toBe("prepared");
   });
 
-  it("persists started before the CDP action and completed_unacked once the result is sent, and drops on result_ack", async () => {
+  it("persists started before the CDP action and completed_unacked before the result, and drops on result_ack", async () => {
     const { h, tabId, session } = await ready();
     const ref = await refOf(session, "button", "Sign in");
     const commandId = nextUuid();
@@ -53,7 +53,7 @@ describe("SessionRuntime write protocol", () => {
     let open: () => void = () => undefined;
     h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
       statesAtAction.push(journalStates(h, LEASE_A.sessionId)[commandId]);
-      // Hold back the journal's next write (completed_unacked) until the result was sent.
+      // Hold back the journal's next write (completed_unacked): the result must wait for it.
       if (params.type === "mouseReleased") h.store.session.gate = new Promise((resolve) => (open = resolve));
       return {};
     });
@@ -63,15 +63,13 @@ describe("SessionRuntime write protocol", () => {
       if (data.includes('"type":"result"')) stateAtResult = journalStates(h, LEASE_A.sessionId)[commandId];
       send(data);
     };
-    const result = await write(session, { name: "click", ref }, { commandId });
-    expect(result).toMatchObject({ type: "result", commandId, outcome: "succeeded", result: { name: "click" } });
+    expect(await write(session, { name: "click", ref }, { commandId })).toBeUndefined();
     expect(statesAtAction).toEqual(["started", "started", "started"]);
-    // The result leaves while completed_unacked is on its way to storage (writeJournal.ts).
-    expect(stateAtResult).toBe("started");
     h.store.session.gate = undefined;
     open();
     await settle();
-    expect(journalStates(h, LEASE_A.sessionId)[commandId]).toBe("completed_unacked");
+    expect(session.framesOf("result").find((f) => f.commandId === commandId)).toMatchObject({ type: "result", commandId, outcome: "succeeded", result: { name: "click" } });
+    expect(stateAtResult).toBe("completed_unacked");
     expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
     session.receive({ type: "result_ack", commandId });
     await settle();

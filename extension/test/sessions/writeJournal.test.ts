@@ -11,69 +11,52 @@ function stored(area: FakeStorageArea): { commandId: string; state: string }[] {
 }
 
 describe("WriteJournal", () => {
-  it("waits for storage only for started; prepared and completed_unacked reach it in order afterwards", async () => {
+  it("resolves prepare, markStarted and complete only once storage holds the move, memory following storage", async () => {
     const area = new FakeStorageArea();
     const journal = new WriteJournal(area, SESSION);
-    let open: () => void = () => undefined;
-    area.gate = new Promise((resolve) => (open = resolve));
-    // Memory holds prepared while its write is still held back.
-    const prepared = await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
-    expect(prepared.state).toBe("prepared");
-    expect(stored(area)).toEqual([]);
-    // started waits for storage, and lands after prepared did.
-    let startedBack = false;
-    const started = journal.markStarted(COMMAND).then((entry) => {
-      startedBack = true;
-      return entry;
-    });
-    await new Promise((resolve) => setTimeout(resolve, 0));
-    expect(startedBack).toBe(false);
-    expect(journal.get(COMMAND)?.state).toBe("prepared");
-    open();
-    expect((await started).state).toBe("started");
-    expect(stored(area).map((e) => e.state)).toEqual(["started"]);
-    expect(area.writes.map((w) => (JSON.parse(w) as { state: string }[]).map((e) => e.state))).toEqual([["prepared"], ["started"]]);
-    // completed_unacked: memory at once, storage once the write lands.
-    area.gate = new Promise((resolve) => (open = resolve));
-    const completed = await journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } });
-    expect(completed.state).toBe("completed_unacked");
-    expect(stored(area).map((e) => e.state)).toEqual(["started"]);
-    open();
-    await journal.written();
-    expect(stored(area).map((e) => e.state)).toEqual(["completed_unacked"]);
+    const moves: [string, () => Promise<unknown>][] = [
+      ["prepared", () => journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false })],
+      ["started", () => journal.markStarted(COMMAND)],
+      ["completed_unacked", () => journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } })],
+    ];
+    let before: string | undefined;
+    for (const [state, move] of moves) {
+      let open: () => void = () => undefined;
+      area.gate = new Promise((resolve) => (open = resolve));
+      let back = false;
+      const done = move().then(() => (back = true));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      // Held back in storage: the caller waits, and memory still says what storage holds.
+      expect(back).toBe(false);
+      expect(journal.get(COMMAND)?.state).toBe(before);
+      expect(stored(area).map((e) => e.state)).toEqual(before === undefined ? [] : [before]);
+      area.gate = undefined;
+      open();
+      await done;
+      expect(stored(area).map((e) => e.state)).toEqual([state]);
+      expect(journal.get(COMMAND)?.state).toBe(state);
+      before = state;
+    }
+    // One set per move, each carrying the whole journal.
+    expect(area.writes.map((w) => (JSON.parse(w) as { state: string }[]).map((e) => e.state))).toEqual([["prepared"], ["started"], ["completed_unacked"]]);
     await journal.drop([COMMAND]);
     expect(journal.list()).toEqual([]);
     await journal.flush();
     expect(stored(area)).toEqual([]);
   });
 
-  it("acts on an acknowledgement that arrives before completed_unacked reached storage, and storage ends empty", async () => {
-    const area = new FakeStorageArea();
-    const journal = new WriteJournal(area, SESSION);
-    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
-    await journal.markStarted(COMMAND);
-    let open: () => void = () => undefined;
-    area.gate = new Promise((resolve) => (open = resolve));
-    await journal.complete(COMMAND, { outcome: "failed", error: { code: "cdp_error", message: "x" } });
-    // The drop is decided on the completed entry memory holds, and applied after its write.
-    const dropped = journal.drop([COMMAND]);
-    open();
-    await dropped;
-    expect(journal.list()).toEqual([]);
-    await journal.written();
-    await journal.flush();
-    expect(stored(area)).toEqual([]);
-  });
-
-  it("carries a staged move whose write failed with the next write", async () => {
+  it("does not take a prepare or a completion storage refused: the caller gets the error, memory keeps what storage holds", async () => {
     const area = new FakeStorageArea();
     const journal = new WriteJournal(area, SESSION);
     area.failSet = true;
-    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
-    await journal.written();
-    expect(stored(area)).toEqual([]);
+    await expect(journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false })).rejects.toThrow(/quota/);
+    expect(journal.list()).toEqual([]);
     area.failSet = false;
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
     await journal.markStarted(COMMAND);
+    area.failSet = true;
+    await expect(journal.complete(COMMAND, { outcome: "failed", error: { code: "cdp_error", message: "x" } })).rejects.toThrow(/quota/);
+    expect(journal.get(COMMAND)?.state).toBe("started");
     expect(stored(area).map((e) => e.state)).toEqual(["started"]);
   });
 
@@ -85,14 +68,12 @@ describe("WriteJournal", () => {
       const other = "0d9e8f7a-6b5c-4d3e-8f2a-1b0c9d8e7f6a";
       await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
       await journal.complete(COMMAND, { outcome: "failed", error: { code: "stale_ref", message: "stale" } });
-      await journal.written();
       await journal.drop([COMMAND]);
       expect(journal.get(COMMAND)).toBeUndefined();
       // Storage still holds it (a lost drop only keeps an entry longer) ...
       expect(stored(area).map((e) => e.commandId)).toEqual([COMMAND]);
       // ... until the next write, which carries the drop: one write, not two.
       await journal.prepare({ commandId: other, name: "type", leaseEpoch: 1, dryRun: false });
-      await journal.written();
       expect(area.writes).toHaveLength(3);
       expect(stored(area).map((e) => e.commandId)).toEqual([other]);
       await vi.advanceTimersByTimeAsync(JOURNAL_DROP_FLUSH_MS * 2);
@@ -141,7 +122,6 @@ describe("WriteJournal", () => {
     const entry = await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
     await journal.drop(["0d9e8f7a-6b5c-4d3e-8f2a-1b0c9d8e7f6a"]);
     expect(entry.state).toBe("prepared");
-    await journal.written();
     expect(area.writes).toHaveLength(1);
     await journal.drop([COMMAND]);
     await journal.flush();
@@ -155,7 +135,6 @@ describe("WriteJournal", () => {
     const area = new FakeStorageArea();
     const first = new WriteJournal(area, SESSION);
     await first.prepare({ commandId: COMMAND, name: "type", leaseEpoch: 1, dryRun: false });
-    await first.written();
     const items = await area.get([journalKey(SESSION), "outbox:elsewhere"]);
     const second = new WriteJournal(area, SESSION);
     await second.load(items);
