@@ -38,8 +38,23 @@ export interface ControlledTabHooks {
 }
 
 interface FrameNavigatedParams {
-  readonly frame?: { readonly id?: string; readonly parentId?: string; readonly url?: string; readonly unreachableUrl?: string };
+  readonly frame?: { readonly id?: string; readonly parentId?: string; readonly url?: string; readonly urlFragment?: string; readonly unreachableUrl?: string };
   readonly type?: string;
+}
+
+/** A main-frame URL as CDP reported it: `Frame.url` has no fragment, `urlFragment` carries it. */
+function frameUrl(frame: { readonly url?: string; readonly urlFragment?: string }): string | undefined {
+  return typeof frame.url === "string" ? frame.url + (frame.urlFragment ?? "") : undefined;
+}
+
+/** The main frame's document as CDP last reported it (see `ControlledTab.mainDocument`). */
+export interface MainDocument {
+  /** Its URL, fragment included; undefined until CDP named one. */
+  readonly url: string | undefined;
+  /** An error page (Chromium's block page is one): `url` is then not what the tab shows. */
+  readonly errorPage: boolean;
+  /** Counts every main-frame commit and same-document navigation. */
+  readonly version: number;
 }
 
 interface FrameRequestedNavigationParams {
@@ -94,6 +109,8 @@ export class ControlledTab {
   private reactionCount = 0;
   /** Child sessions of out-of-process frames: their own windows and navigations report there. */
   private readonly outOfProcessFrames = new Set<string>();
+  /** See `mainDocument`. */
+  private main: MainDocument = { url: undefined, errorPage: false, version: 0 };
   /** Waiting in `navigationDecided`, woken by the event that ends the navigation in flight. */
   private readonly decidedWaiters = new Set<() => void>();
 
@@ -135,8 +152,21 @@ export class ControlledTab {
     const failure = answers.find((answer) => answer.status === "rejected");
     if (failure !== undefined) throw failure.reason;
     const tree = answers.at(-1);
-    const frameTree = tree?.status === "fulfilled" ? (tree.value as { frameTree?: { frame?: { id?: string } } }).frameTree : undefined;
+    const frameTree = tree?.status === "fulfilled" ? (tree.value as { frameTree?: { frame?: { id?: string; url?: string; urlFragment?: string; unreachableUrl?: string } } }).frameTree : undefined;
     this.mainFrameId = frameTree?.frame?.id;
+    // Unless an event already reported a newer document.
+    if (this.main.version === 0 && frameTree?.frame !== undefined) {
+      this.main = { url: frameUrl(frameTree.frame), errorPage: frameTree.frame.unreachableUrl !== undefined, version: 0 };
+    }
+  }
+
+  /**
+   * The main frame's document as the page's own CDP events reported it (`Page.frameNavigated`,
+   * `Page.navigatedWithinDocument`): what page script cannot fake. A write's result takes the URL
+   * the page reports only when it is this one and nothing moved since (SessionRuntime.writtenTab).
+   */
+  get mainDocument(): MainDocument {
+    return this.main;
   }
 
   /**
@@ -219,11 +249,20 @@ export class ControlledTab {
         const frame = (params as FrameNavigatedParams).frame;
         if (typeof frame?.url === "string") this.hooks.admitDocument(frame.url).catch(() => undefined);
         if (sessionId === undefined && frame !== undefined && frame.parentId === undefined) {
+          this.main = { url: frameUrl(frame), errorPage: frame.unreachableUrl !== undefined, version: this.main.version + 1 };
           this.mainFrameId = frame.id ?? this.mainFrameId;
           this.requested = undefined;
           this.continuedMainFrame = false;
           this.refs.newDocument();
           this.hooks.onNewDocument(this.refs.generation, frame.unreachableUrl !== undefined);
+        }
+        break;
+      }
+      case "Page.navigatedWithinDocument": {
+        const within = params as { frameId?: string; url?: string };
+        const isMain = within.frameId === undefined || this.mainFrameId === undefined || within.frameId === this.mainFrameId;
+        if (sessionId === undefined && isMain) {
+          this.main = { url: typeof within.url === "string" ? within.url : undefined, errorPage: this.main.errorPage, version: this.main.version + 1 };
         }
         break;
       }

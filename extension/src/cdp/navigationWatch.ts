@@ -26,15 +26,15 @@ interface LifecycleEvent {
 }
 
 /**
- * Answers, as a number, the `performance.timeOrigin` of the document it ran in, once that document
- * has fired `load` and two zero-delay tasks queued after it ran. Zero-delay tasks the page
- * scheduled while handling `load` (a script redirect, a meta refresh, which Chromium starts once
- * `load` was handled) are queued before the second one, whatever the order of the `load`
- * listeners; so they have run, and what they asked for was reported on the debugger session,
- * before the answer.
+ * Answers the `performance.timeOrigin` of the document it ran in, with its URL and title as the
+ * page shows them then (`PageSeen`), once that document has fired `load` and two zero-delay tasks
+ * queued after it ran. Zero-delay tasks the page scheduled while handling `load` (a script
+ * redirect, a meta refresh, which Chromium starts once `load` was handled) are queued before the
+ * second one, whatever the order of the `load` listeners; so they have run, and what they asked
+ * for was reported on the debugger session, before the answer.
  */
 export const LOADED_TASK_EXPRESSION = `new Promise((resolve) => {
-  const answer = () => resolve(performance.timeOrigin);
+  const answer = () => resolve({ timeOrigin: performance.timeOrigin, href: location.href, title: document.title });
   const after = () => setTimeout(() => setTimeout(answer, 0), 0);
   if (document.readyState === "complete") after();
   else addEventListener("load", after, { once: true });
@@ -47,12 +47,29 @@ export const LOADED_TASK_EXPRESSION = `new Promise((resolve) => {
  */
 const TIME_ORIGIN_TOLERANCE_MS = 5;
 
+/**
+ * What a settle round trip read in the page: `location.href` and `document.title`. The page
+ * controls its title anyway; its URL is taken only where it matches what CDP reported
+ * (SessionRuntime.writtenTab).
+ */
+export interface PageSeen {
+  readonly href: string;
+  readonly title: string;
+}
+
+/** The `PageSeen` in an evaluation's answer, if it carries one. */
+export function pageSeenOf(value: unknown): PageSeen | undefined {
+  if (typeof value !== "object" || value === null) return undefined;
+  const { href, title } = value as { href?: unknown; title?: unknown };
+  return typeof href === "string" && typeof title === "string" ? { href, title } : undefined;
+}
+
 export interface NavigationWatchOptions {
   /**
-   * Called once the new document ran the settle window's page round trip, after its `load`: the
-   * runtime then does not make its own (SessionRuntime.settleWindow).
+   * Called once the new document ran the settle window's page round trip, after its `load`, with
+   * what it read there: the runtime then does not make its own (SessionRuntime.settleWindow).
    */
-  readonly onPageSettled?: () => void;
+  readonly onPageSettled?: (seen: PageSeen | undefined) => void;
   /** Wall-clock milliseconds comparable with a page's `performance.timeOrigin`. */
   readonly wallClock?: () => number;
 }
@@ -108,11 +125,14 @@ export class NavigationWatch {
   async settled(loaderId: string | undefined, timeoutMs: number): Promise<boolean> {
     if (loaderId === undefined) return this.loadedWithin(() => this.settledOtherwise || this.committed.some((id) => this.loaded.has(id)), timeoutMs);
     let inPage = false;
+    let seen: PageSeen | undefined;
     const roundTrip = this.cdp
       .sendUnchecked("Runtime.evaluate", { expression: LOADED_TASK_EXPRESSION, awaitPromise: true, returnByValue: true })
       .then((answer) => {
-        const origin = (answer as { result?: { value?: unknown }; exceptionDetails?: unknown } | undefined)?.result?.value;
+        const value = (answer as { result?: { value?: unknown }; exceptionDetails?: unknown } | undefined)?.result?.value;
+        const origin = typeof value === "object" && value !== null ? (value as { timeOrigin?: unknown }).timeOrigin : undefined;
         inPage = this.loaded.has(loaderId) && typeof origin === "number" && origin >= this.startedAt - TIME_ORIGIN_TOLERANCE_MS;
+        seen = pageSeenOf(value);
       })
       .catch(() => undefined);
     const loaded = await this.loadedWithin(() => this.loaded.has(loaderId), timeoutMs);
@@ -125,7 +145,7 @@ export class NavigationWatch {
       }),
     ]);
     clearTimeout(timer);
-    if (inPage) this.options.onPageSettled?.();
+    if (inPage) this.options.onPageSettled?.(seen);
     return true;
   }
 

@@ -26,6 +26,11 @@ export interface CommandContext {
   sleep(ms: number): Promise<void>;
   /** The session's own tab, fenced like CDP calls. */
   tab(): Promise<TabInfo>;
+  /**
+   * The tab's URL and title for a write's result, after its settle window: what the window's
+   * page round trip read when nothing moved since, else `tab()` (SessionRuntime.context).
+   */
+  writtenTab(): Promise<Pick<TabInfo, "url" | "title">>;
   /** Brings the session's own tab to the front of its window. */
   activateTab(): Promise<void>;
   /** Starts recording main-frame navigation events (start it before acting, dispose after). */

@@ -3,9 +3,12 @@
  *
  * Read: queue → run → `read_result`.
  * Write: `write_prepare` → persist prepared → `write_ready`; `write_grant` → queue → resolve and
- * check (reads only) → persist started → one CDP operation → persist completed_unacked → `result`;
- * `result_ack` → drop (from memory at once; storage follows with the journal's next write, see
- * writeJournal.ts). After the operation a settle window attributes what the page did in
+ * check (reads only), while started is persisted → one CDP operation, once started is in storage
+ * → persist completed_unacked → `result`; `result_ack` → drop (from memory at once; storage
+ * follows with the journal's next write, see writeJournal.ts). Each frame leaves only once the
+ * move before it is in storage, as the seed's durable sequence orders it, so a worker stop after
+ * any frame finds what the restart needs: a preparation to cancel, a started write to declare
+ * unknown, a result to replay. After the operation a settle window attributes what the page did in
  * response and the extension stopped (a navigation, a popup) to the write's result; a `wait_for`
  * reports the stops during its wait. A crash after `started` leaves the entry started, which the next hello
  * reports and the backend declares unknown. Authority loss mid-command stops silently: whoever
@@ -287,8 +290,17 @@ export class CommandFlow {
   ): Promise<void> {
     const ctx = this.host.context(deadlineMs, check);
     let plan;
+    let started: Promise<JournalEntry> | undefined;
     try {
       check();
+      // `started` goes to storage while the plan's reads (resolving the ref, scrolling it into
+      // view, the actionability checks) run; the act waits for it below. A dry run never acts,
+      // so it never starts. A stop or an authority move while planning can thus leave a started
+      // entry for a write that never acted: the backend calls it unknown, never runs it again.
+      if (!dryRun) {
+        started = this.journal.markStarted(entry.commandId);
+        started.catch(() => undefined); // awaited before the act; a failure stops it there
+      }
       plan = await this.commands.planWrite(ctx, command, dryRun, secretValue);
     } catch (error) {
       if (error instanceof StaleAuthorityError) return;
@@ -304,7 +316,8 @@ export class CommandFlow {
       await this.finish(entry, failed(new CommandError("origin_not_allowed", `${origin} is not among this session's allowed origins or the device's local policy; navigate only to an allowed origin.`)));
       return;
     }
-    await this.journal.markStarted(entry.commandId);
+    // Never act before storage holds `started` (the write's at-most-once guarantee).
+    await (started ?? this.journal.markStarted(entry.commandId));
     let outcome: StoredOutcome;
     try {
       let report: WriteReport | undefined;
@@ -326,7 +339,7 @@ export class CommandFlow {
     let url = "";
     let title = "";
     try {
-      ({ url, title } = await ctx.tab());
+      ({ url, title } = await ctx.writtenTab());
     } catch (error) {
       if (error instanceof StaleAuthorityError) throw error;
       // The write happened; a tab that closed afterwards does not turn it into a failure.

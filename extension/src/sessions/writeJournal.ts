@@ -8,13 +8,23 @@
  *
  * An entry never stores a command's arguments, so neither text nor a secret reaches storage.
  *
- * Every move towards running a write is in storage before the caller goes on (`prepared` before
- * `write_ready`, `started` before the first input, `completed_unacked` before the result). A drop
- * is not: memory forgets the entry at once and storage follows with the journal's next write, or
- * `JOURNAL_DROP_FLUSH_MS` later when none comes, so an acknowledgement costs no storage write of
- * its own on a busy session. A drop lost to a worker stop only keeps an entry longer: the next
- * hello reports it, the backend answers a replayed result with another `result_ack`, a
- * preparation with `cancel`, a started entry with `unknown` again (see `_write_protocol.py`).
+ * Every move towards running a write is in storage before the caller goes on, as the seed's
+ * durable sequence orders it: `prepared` before `write_ready`, `started` before the first input,
+ * `completed_unacked` before the result. Memory follows storage (a move is taken in memory only
+ * once its write landed; a write that fails leaves memory as storage holds it and the caller
+ * gets the error), so every frame built from memory says what a restarted worker would find: a
+ * repeated prepare's `write_ready`, a replayed result, the hello's journal. A stop after a frame
+ * left therefore finds its move in storage: a preparation the backend may have granted is still
+ * there to be cancelled (`not_started`), a result it may not have received is still there to be
+ * replayed. Each write puts the whole journal in one `set`, through one chain, so storage never
+ * holds a later state of an entry without the earlier ones.
+ *
+ * A drop is not waited for: memory forgets the entry at once and storage follows with the
+ * journal's next write, or `JOURNAL_DROP_FLUSH_MS` later when none comes, so an acknowledgement
+ * costs no storage write of its own on a busy session. A drop lost to a worker stop (or a failed
+ * write) only keeps an entry longer: the next write carries it, and the next hello reports it,
+ * the backend answers a replayed result with another `result_ack`, a preparation with `cancel`,
+ * a started entry with `unknown` again (see `_write_protocol.py`).
  */
 import type { StorageArea } from "../chrome/facade";
 import { WRITE_JOURNAL_MAX_ENTRIES } from "../constants";
@@ -92,7 +102,7 @@ export class WriteJournal {
     return this.entries.find((entry) => entry.commandId === commandId);
   }
 
-  /** Persists `prepared`. Idempotent for a repeated prepare of the same command. */
+  /** Persists `prepared`, before `write_ready`. Idempotent for a repeated prepare of the same command. */
   prepare(entry: Omit<JournalEntry, "state" | "outcome">): Promise<JournalEntry> {
     return this.mutate((entries) => {
       const existing = entries.find((e) => e.commandId === entry.commandId);
@@ -105,7 +115,7 @@ export class WriteJournal {
     });
   }
 
-  /** Persists `started`: from here on a crash makes the outcome unknown. */
+  /** Persists `started`, before the first input: from here on a crash makes the outcome unknown. */
   markStarted(commandId: string): Promise<JournalEntry> {
     return this.transition(commandId, "started");
   }

@@ -89,6 +89,8 @@ export class FakeChrome implements ChromeFacade {
   private readonly createdListeners: ((tab: TabSnapshot) => void)[] = [];
   private readonly removedListeners: ((tabId: number) => void)[] = [];
   private readonly urlListeners: ((tabId: number, url: string) => void)[] = [];
+  /** How many `tabs.get` calls were made. */
+  tabsGets = 0;
   /** How many windows `windows.createUnfocusedBlank` opened. */
   windowsCreated = 0;
   private readonly messageListeners: PanelMessageListener[] = [];
@@ -177,7 +179,10 @@ export class FakeChrome implements ChromeFacade {
   };
 
   readonly tabs = {
-    get: (tabId: number): Promise<TabSnapshot | undefined> => Promise.resolve(this.tabsById.get(tabId)),
+    get: (tabId: number): Promise<TabSnapshot | undefined> => {
+      this.tabsGets += 1;
+      return Promise.resolve(this.tabsById.get(tabId));
+    },
     remove: (tabId: number): Promise<void> => {
       this.removedTabs.push(tabId);
       this.closeTabByUser(tabId);

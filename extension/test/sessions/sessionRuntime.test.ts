@@ -24,16 +24,22 @@ async function ready(): Promise<{ h: ReturnType<typeof makeHarness>; device: Fak
 }
 
 describe("SessionRuntime write protocol", () => {
-  it("persists prepared before it answers write_ready", async () => {
+  it("answers write_ready only once prepared is in storage", async () => {
     const { h, session } = await ready();
     const commandId = nextUuid();
     let stateWhenReady: string | undefined;
+    let open: () => void = () => undefined;
+    h.store.session.gate = new Promise((resolve) => (open = resolve));
     const send = session.send.bind(session);
     session.send = (data: string) => {
       if (data.includes('"write_ready"')) stateWhenReady = journalStates(h, LEASE_A.sessionId)[commandId];
       send(data);
     };
     session.receive({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    expect(session.framesOf("write_ready")).toEqual([]);
+    h.store.session.gate = undefined;
+    open();
     await settle();
     expect(session.framesOf("write_ready")).toEqual([{ type: "write_ready", commandId, leaseEpoch: 1 }]);
     expect(stateWhenReady).toBe("prepared");
@@ -44,8 +50,11 @@ describe("SessionRuntime write protocol", () => {
     const ref = await refOf(session, "button", "Sign in");
     const commandId = nextUuid();
     const statesAtAction: (string | undefined)[] = [];
-    h.chrome.handlers.set("Input.dispatchMouseEvent", () => {
+    let open: () => void = () => undefined;
+    h.chrome.handlers.set("Input.dispatchMouseEvent", (params) => {
       statesAtAction.push(journalStates(h, LEASE_A.sessionId)[commandId]);
+      // Hold back the journal's next write (completed_unacked): the result must wait for it.
+      if (params.type === "mouseReleased") h.store.session.gate = new Promise((resolve) => (open = resolve));
       return {};
     });
     let stateAtResult: string | undefined;
@@ -54,9 +63,12 @@ describe("SessionRuntime write protocol", () => {
       if (data.includes('"type":"result"')) stateAtResult = journalStates(h, LEASE_A.sessionId)[commandId];
       send(data);
     };
-    const result = await write(session, { name: "click", ref }, { commandId });
-    expect(result).toMatchObject({ type: "result", commandId, outcome: "succeeded", result: { name: "click" } });
+    expect(await write(session, { name: "click", ref }, { commandId })).toBeUndefined();
     expect(statesAtAction).toEqual(["started", "started", "started"]);
+    h.store.session.gate = undefined;
+    open();
+    await settle();
+    expect(session.framesOf("result").find((f) => f.commandId === commandId)).toMatchObject({ type: "result", commandId, outcome: "succeeded", result: { name: "click" } });
     expect(stateAtResult).toBe("completed_unacked");
     expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
     session.receive({ type: "result_ack", commandId });

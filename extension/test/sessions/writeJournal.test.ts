@@ -11,19 +11,53 @@ function stored(area: FakeStorageArea): { commandId: string; state: string }[] {
 }
 
 describe("WriteJournal", () => {
-  it("persists prepared, started and completed_unacked in storage before memory follows", async () => {
+  it("resolves prepare, markStarted and complete only once storage holds the move, memory following storage", async () => {
     const area = new FakeStorageArea();
     const journal = new WriteJournal(area, SESSION);
-    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
-    expect(stored(area).map((e) => e.state)).toEqual(["prepared"]);
-    await journal.markStarted(COMMAND);
-    expect(stored(area).map((e) => e.state)).toEqual(["started"]);
-    await journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } });
-    expect(stored(area).map((e) => e.state)).toEqual(["completed_unacked"]);
+    const moves: [string, () => Promise<unknown>][] = [
+      ["prepared", () => journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false })],
+      ["started", () => journal.markStarted(COMMAND)],
+      ["completed_unacked", () => journal.complete(COMMAND, { outcome: "succeeded", result: { name: "click", url: "https://example.com/", title: "", generation: 3 } })],
+    ];
+    let before: string | undefined;
+    for (const [state, move] of moves) {
+      let open: () => void = () => undefined;
+      area.gate = new Promise((resolve) => (open = resolve));
+      let back = false;
+      const done = move().then(() => (back = true));
+      await new Promise((resolve) => setTimeout(resolve, 0));
+      // Held back in storage: the caller waits, and memory still says what storage holds.
+      expect(back).toBe(false);
+      expect(journal.get(COMMAND)?.state).toBe(before);
+      expect(stored(area).map((e) => e.state)).toEqual(before === undefined ? [] : [before]);
+      area.gate = undefined;
+      open();
+      await done;
+      expect(stored(area).map((e) => e.state)).toEqual([state]);
+      expect(journal.get(COMMAND)?.state).toBe(state);
+      before = state;
+    }
+    // One set per move, each carrying the whole journal.
+    expect(area.writes.map((w) => (JSON.parse(w) as { state: string }[]).map((e) => e.state))).toEqual([["prepared"], ["started"], ["completed_unacked"]]);
     await journal.drop([COMMAND]);
     expect(journal.list()).toEqual([]);
     await journal.flush();
     expect(stored(area)).toEqual([]);
+  });
+
+  it("does not take a prepare or a completion storage refused: the caller gets the error, memory keeps what storage holds", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    area.failSet = true;
+    await expect(journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false })).rejects.toThrow(/quota/);
+    expect(journal.list()).toEqual([]);
+    area.failSet = false;
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.markStarted(COMMAND);
+    area.failSet = true;
+    await expect(journal.complete(COMMAND, { outcome: "failed", error: { code: "cdp_error", message: "x" } })).rejects.toThrow(/quota/);
+    expect(journal.get(COMMAND)?.state).toBe("started");
+    expect(stored(area).map((e) => e.state)).toEqual(["started"]);
   });
 
   it("forgets a dropped entry at once and writes the drop with the next write, or alone after a while", async () => {
