@@ -129,9 +129,25 @@ export class CommandFlow {
     return this.journal.load(items);
   }
 
-  /** The journal as the hello reports it: ids and states only. */
+  /** The journal now: ids and states only (the panel, tests). */
   journalEntries(): SessionClientHello["journal"] {
     return this.journal.list().map((entry) => ({ commandId: entry.commandId, state: entry.state }));
+  }
+
+  /**
+   * The journal a hello reports. Every entry it reports `prepared` is a promise that the write
+   * never acts: the backend settles it `not_started` and its caller may retry it, and once
+   * granted the backend never resends a write, so a granted write still queued here would run
+   * behind the backend's back if it reached the front of the queue before `hello_ack`'s cancel.
+   * The snapshot is taken on the journal's chain, after every move already asked for, and seals
+   * each entry it finds `prepared` (writeJournal.ts): a write whose `started` was still being
+   * written is reported `started` (the backend answers unknown), and any other granted write is
+   * withdrawn from the queue here and, should it reach `execute` anyway, refused there.
+   */
+  async helloJournal(): Promise<SessionClientHello["journal"]> {
+    const entries = await this.journal.helloSnapshot();
+    for (const entry of entries) if (entry.state === "prepared") this.queue.cancel(entry.commandId);
+    return entries.map((entry) => ({ commandId: entry.commandId, state: entry.state }));
   }
 
   /** Entries in the journal, for the panel. */
@@ -288,6 +304,8 @@ export class CommandFlow {
     deadlineMs: number,
     check: () => void,
   ): Promise<void> {
+    // A hello reported it prepared meanwhile: it never acts (see `helloJournal`).
+    if (this.journal.isSealed(entry.commandId)) return;
     const ctx = this.host.context(deadlineMs, check);
     let plan;
     let started: Promise<JournalEntry> | undefined;
@@ -316,8 +334,15 @@ export class CommandFlow {
       await this.finish(entry, failed(new CommandError("origin_not_allowed", `${origin} is not among this session's allowed origins or the device's local policy; navigate only to an allowed origin.`)));
       return;
     }
-    // Never act before storage holds `started` (the write's at-most-once guarantee).
-    await (started ?? this.journal.markStarted(entry.commandId));
+    // Never act before storage holds `started` (the write's at-most-once guarantee). A hello
+    // that reported the entry prepared before `started` was asked for sealed it: the move is
+    // refused, and the write says nothing (the backend's cancel drops the entry).
+    try {
+      await (started ?? this.journal.markStarted(entry.commandId));
+    } catch (error) {
+      if (error instanceof IllegalTransitionError) return;
+      throw error;
+    }
     let outcome: StoredOutcome;
     try {
       let report: WriteReport | undefined;

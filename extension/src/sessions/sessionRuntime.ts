@@ -498,6 +498,9 @@ export class SessionRuntime implements CommandHost {
 
   private async sendHello(): Promise<void> {
     const tab = await this.context(this.deps.now() + HELLO_TAB_DEADLINE_MS, this.authority()).tab();
+    // Taken last, right before the frame leaves: what it reports `prepared` never acts from here
+    // on (CommandFlow.helloJournal).
+    const journal = await this.flow.helloJournal();
     this.send({
       type: "hello",
       sessionId: this.sessionId,
@@ -507,7 +510,7 @@ export class SessionRuntime implements CommandHost {
       protocolVersion: SESSION_PROTOCOL_VERSION,
       capabilities: [...this.deps.capabilities],
       tab,
-      journal: this.flow.journalEntries(),
+      journal,
     });
   }
 

@@ -25,6 +25,14 @@
  * write) only keeps an entry longer: the next write carries it, and the next hello reports it,
  * the backend answers a replayed result with another `result_ack`, a preparation with `cancel`,
  * a started entry with `unknown` again (see `_write_protocol.py`).
+ *
+ * The hello's journal is a promise about each entry (`helloSnapshot`): the backend settles an
+ * entry reported `prepared` as `not_started` and tells its caller a retry is safe, so such an
+ * entry is sealed when the snapshot is taken and never moves again (only a drop, the backend's
+ * cancel, removes it). The snapshot runs on the journal's chain, after every move already asked
+ * for: a `started` still being written lands first and is reported `started` (the backend then
+ * answers unknown), and a `started` asked for after the snapshot finds the entry sealed and is
+ * refused, so the write never acts.
  */
 import type { StorageArea } from "../chrome/facade";
 import { WRITE_JOURNAL_MAX_ENTRIES } from "../constants";
@@ -77,6 +85,8 @@ export class WriteJournal {
   /** Memory dropped entries that storage still holds (see the module comment). */
   private dirty = false;
   private flushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Entries a hello reported `prepared`: they never move again (see the module comment). */
+  private readonly sealed = new Set<string>();
 
   constructor(
     private readonly area: StorageArea,
@@ -100,6 +110,23 @@ export class WriteJournal {
 
   get(commandId: string): JournalEntry | undefined {
     return this.entries.find((entry) => entry.commandId === commandId);
+  }
+
+  /**
+   * The entries as a hello reports them, once every move asked for before has landed (or
+   * failed); each entry then `prepared` is sealed in the same step: it never moves to `started`
+   * or `completed_unacked` from here on (see the module comment).
+   */
+  helloSnapshot(): Promise<readonly JournalEntry[]> {
+    return this.chain.run(() => {
+      for (const entry of this.entries) if (entry.state === "prepared") this.sealed.add(entry.commandId);
+      return Promise.resolve(this.entries);
+    });
+  }
+
+  /** Whether a hello reported this entry `prepared`, so it must never act. */
+  isSealed(commandId: string): boolean {
+    return this.sealed.has(commandId);
   }
 
   /** Persists `prepared`, before `write_ready`. Idempotent for a repeated prepare of the same command. */
@@ -133,6 +160,7 @@ export class WriteJournal {
     const ids = new Set(commandIds);
     return this.chain.run(() => {
       const kept = this.entries.filter((e) => !ids.has(e.commandId));
+      for (const id of ids) this.sealed.delete(id);
       if (kept.length === this.entries.length) return Promise.resolve();
       this.entries = kept;
       this.dirty = true;
@@ -156,6 +184,7 @@ export class WriteJournal {
     this.cancelFlush();
     await this.chain.run(async () => {
       this.entries = [];
+      this.sealed.clear();
       this.dirty = false;
       await this.area.remove([journalKey(this.sessionId)]);
     });
@@ -178,6 +207,9 @@ export class WriteJournal {
       const index = entries.findIndex((e) => e.commandId === commandId);
       const current = entries[index];
       if (current === undefined) throw new IllegalTransitionError(`No journal entry to move to ${to}.`);
+      if (this.sealed.has(commandId)) {
+        throw new IllegalTransitionError(`A hello reported this entry prepared; it cannot move to ${to}.`);
+      }
       if (!TRANSITIONS[current.state].includes(to)) {
         throw new IllegalTransitionError(`Journal entry cannot move from ${current.state} to ${to}.`);
       }

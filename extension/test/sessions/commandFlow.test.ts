@@ -267,6 +267,40 @@ describe("CommandFlow", () => {
     expect(blocking.flow.journalEntries()).toEqual([{ commandId: running, state: "completed_unacked" }]);
   });
 
+  it("withdraws the granted writes a hello reports prepared: queued ones never act, a dry run mid-plan sends no result", async () => {
+    let release: () => void = () => undefined;
+    const f = fixture(undefined, new FakeStorageArea(), () => new Promise<void>((resolve) => (release = resolve)));
+    const dry = await prepared(f);
+    const queued = await prepared(f);
+    await f.flow.grant({ type: "write_grant", commandId: dry, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: true, deadlineAt: FUTURE });
+    await f.flow.grant({ type: "write_grant", commandId: queued, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE });
+    await ticks();
+    expect(f.flow.queued).toBe(2);
+    expect(await f.flow.helloJournal()).toEqual([
+      { commandId: dry, state: "prepared" },
+      { commandId: queued, state: "prepared" },
+    ]);
+    expect(f.flow.queued).toBe(1); // only the dry run still planning
+    release();
+    await f.flow.idle();
+    expect(f.acted).toEqual([]);
+    expect(f.host.framesOf("result")).toEqual([]);
+    expect(states(f)).toEqual(["prepared", "prepared"]);
+    await f.flow.applyVerdict({ cancel: [dry, queued], unknown: [], writesBlocked: false });
+    expect(f.flow.journalEntries()).toEqual([]);
+    // A new write after hello_ack runs as before.
+    const fresh = await prepared(f);
+    release = () => undefined;
+    const grantedFresh = f.flow.grant({ type: "write_grant", commandId: fresh, leaseEpoch: 1, command: { name: "click", ref: "g1e1" }, dryRun: false, deadlineAt: FUTURE });
+    await grantedFresh;
+    await ticks();
+    release();
+    await f.flow.idle();
+    expect(f.acted).toHaveLength(1);
+    expect(f.host.framesOf("result")).toEqual([expect.objectContaining({ commandId: fresh, outcome: "succeeded" })]);
+    expect(f.warnings).toEqual([]);
+  });
+
   it("applies the hello verdict: cancelled preparations and unknown writes go, results are replayed", async () => {
     const f = fixture((fx) => {
       if (fx.acted.length === 2) {

@@ -7,7 +7,7 @@ import { JOURNAL_DROP_FLUSH_MS, journalKey } from "../../src/sessions/writeJourn
 const dropsWritten = (): Promise<void> => new Promise((resolve) => setTimeout(resolve, JOURNAL_DROP_FLUSH_MS + 20));
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { FUTURE, LEASE_A, LEASE_B, connectDevice, enroll, makeHarness, nextUuid, openSession, provision, settle } from "../fakes/harness";
-import { BUTTON_NODE, installLoginPage, read, refOf, write } from "../fakes/page";
+import { BUTTON_NODE, LOGIN_TREE, installLoginPage, read, refOf, write } from "../fakes/page";
 
 function journalStates(h: ReturnType<typeof makeHarness>, sessionId: string): Record<string, string> {
   const entries = (h.store.session.data.get(journalKey(sessionId)) ?? []) as { commandId: string; state: string }[];
@@ -406,5 +406,126 @@ describe("SessionRuntime session socket recovery", () => {
     // The reconnected device's hello lists the lease, and the backend answers it with a ticket.
     expect(second?.framesOf("hello")[0]).toMatchObject({ leases: [{ leaseId: LEASE_A.leaseId }] });
     expect(h.sockets.flatMap((s) => s.framesOf("ticket_request"))).toEqual([]);
+  });
+});
+
+describe("SessionRuntime hello after a session-socket reconnect", () => {
+  /** Reopens the session socket with a fresh ticket; the hello leaves, no `hello_ack` yet. */
+  async function reconnect(h: ReturnType<typeof makeHarness>, device: FakeSocket): Promise<FakeSocket> {
+    device.receive({
+      type: "session_ticket",
+      ...LEASE_A,
+      leaseEpoch: 1,
+      ticket: "ust1.session-again.sig",
+      socketUrl: `ws://127.0.0.1:8787/v1/sessions/${LEASE_A.sessionId}/socket`,
+      expiresAt: FUTURE,
+    });
+    await settle();
+    const socket = h.sockets.at(-1);
+    if (socket === undefined) throw new Error("no session socket reopened");
+    socket.open();
+    await settle();
+    return socket;
+  }
+
+  function helloAck(socket: FakeSocket, verdict: { cancel?: string[]; unknown?: string[] }): void {
+    socket.receive({ type: "hello_ack", sessionId: LEASE_A.sessionId, leaseEpoch: 1, cancel: verdict.cancel ?? [], unknown: verdict.unknown ?? [], writesBlocked: false });
+  }
+
+  function inputs(h: ReturnType<typeof makeHarness>, tabId: number): number {
+    return h.chrome.callsOf("Input.dispatchMouseEvent", tabId).length;
+  }
+
+  it("never runs a granted write the hello reported prepared, even when the queue reaches it before hello_ack", async () => {
+    const { h, device, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    // A read holds the queue; the granted write waits behind it.
+    let release: () => void = () => undefined;
+    h.chrome.handlers.set("Accessibility.getFullAXTree", () => new Promise((resolve) => (release = () => resolve(structuredClone(LOGIN_TREE)))));
+    session.receive({ type: "read", commandId: nextUuid(), command: { name: "snapshot" }, deadlineAt: FUTURE });
+    await settle();
+    const queued = nextUuid();
+    expect(await write(session, { name: "click", ref }, { commandId: queued })).toBeUndefined();
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({ [queued]: "prepared" });
+
+    session.drop(1006);
+    await settle();
+    const reopened = await reconnect(h, device);
+    // The backend settles it not_started (its caller may retry) and answers with a cancel.
+    expect(reopened.framesOf("hello")[0]?.journal).toEqual([{ commandId: queued, state: "prepared" }]);
+    release(); // the queue moves on before hello_ack arrives
+    await settle();
+    helloAck(reopened, { cancel: [queued] });
+    await settle();
+    await dropsWritten();
+
+    expect(inputs(h, tabId)).toBe(0);
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({});
+    expect(reopened.framesOf("result")).toEqual([]);
+    expect(h.store.session.writes.some((w) => w.includes('"started"'))).toBe(false);
+  });
+
+  it("reports a write whose started is still being written as started, never prepared, and it acts once", async () => {
+    const { h, device, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const commandId = nextUuid();
+    session.receive({ type: "write_prepare", commandId, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({ [commandId]: "prepared" });
+    // Storage holds back the next write: the grant's `started`, written while the plan reads.
+    let open: () => void = () => undefined;
+    h.store.session.gate = new Promise((resolve) => (open = resolve));
+    session.receive({ type: "write_grant", commandId, leaseEpoch: 1, command: { name: "click", ref }, dryRun: false, deadlineAt: FUTURE });
+    await settle();
+
+    session.drop(1006);
+    await settle();
+    const reopened = await reconnect(h, device);
+    // The hello waits for `started` to land rather than report the entry prepared.
+    expect(reopened.framesOf("hello")).toEqual([]);
+    expect(inputs(h, tabId)).toBe(0);
+    h.store.session.gate = undefined;
+    open();
+    await settle();
+    expect(reopened.framesOf("hello")[0]?.journal).toEqual([{ commandId, state: "started" }]);
+    // The backend answers unknown for a started entry; the write acted exactly once.
+    helloAck(reopened, { unknown: [commandId] });
+    await settle();
+    expect(h.chrome.callsOf("Input.dispatchMouseEvent", tabId).map((c) => c.params.type)).toEqual(["mouseMoved", "mousePressed", "mouseReleased"]);
+  });
+
+  it("still cancels an ungranted preparation, replays a completed result, and runs a write granted after hello_ack", async () => {
+    const { h, device, tabId, session } = await ready();
+    const ref = await refOf(session, "button", "Sign in");
+    const completed = nextUuid();
+    await write(session, { name: "click", ref }, { commandId: completed });
+    const prepared = nextUuid();
+    session.receive({ type: "write_prepare", commandId: prepared, name: "click", leaseEpoch: 1, dryRun: false, readyBy: FUTURE });
+    await settle();
+    const clicks = inputs(h, tabId);
+
+    session.drop(1006);
+    await settle();
+    const reopened = await reconnect(h, device);
+    expect(reopened.framesOf("hello")[0]?.journal).toEqual([
+      { commandId: completed, state: "completed_unacked" },
+      { commandId: prepared, state: "prepared" },
+    ]);
+    helloAck(reopened, { cancel: [prepared] });
+    await settle();
+    expect(reopened.framesOf("result")).toEqual([expect.objectContaining({ commandId: completed, outcome: "succeeded", replayed: true })]);
+    reopened.receive({ type: "result_ack", commandId: completed });
+    await settle();
+    await dropsWritten();
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({});
+    // A grant the cancelled preparation might still have had in flight finds nothing to run.
+    reopened.receive({ type: "write_grant", commandId: prepared, leaseEpoch: 1, command: { name: "click", ref }, dryRun: false, deadlineAt: FUTURE });
+    await settle();
+    expect(inputs(h, tabId)).toBe(clicks);
+
+    const fresh = nextUuid();
+    expect(await write(reopened, { name: "click", ref }, { commandId: fresh })).toMatchObject({ commandId: fresh, outcome: "succeeded" });
+    expect(inputs(h, tabId)).toBe(clicks + 3);
+    expect(journalStates(h, LEASE_A.sessionId)).toEqual({ [fresh]: "completed_unacked" });
   });
 });

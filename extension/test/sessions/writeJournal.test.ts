@@ -89,6 +89,52 @@ describe("WriteJournal", () => {
     }
   });
 
+  it("seals the entries a hello snapshot reports prepared: they never start or complete, a drop removes them", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    const other = "d4b2f1a3-05e2-4c6f-9e6d-1f7a2b3c4d5e";
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.prepare({ commandId: other, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.markStarted(other);
+    const snapshot = await journal.helloSnapshot();
+    expect(snapshot.map((e) => [e.commandId, e.state])).toEqual([
+      [COMMAND, "prepared"],
+      [other, "started"],
+    ]);
+    expect(journal.isSealed(COMMAND)).toBe(true);
+    expect(journal.isSealed(other)).toBe(false);
+    await expect(journal.markStarted(COMMAND)).rejects.toBeInstanceOf(IllegalTransitionError);
+    await expect(journal.complete(COMMAND, { outcome: "failed", error: { code: "stale_ref", message: "x" } })).rejects.toBeInstanceOf(IllegalTransitionError);
+    expect(stored(area).map((e) => e.state)).toEqual(["prepared", "started"]);
+    // A started entry still completes: the backend answers unknown or takes its result.
+    expect((await journal.complete(other, { outcome: "failed", error: { code: "stale_ref", message: "x" } })).state).toBe("completed_unacked");
+    await journal.drop([COMMAND]);
+    expect(journal.isSealed(COMMAND)).toBe(false);
+  });
+
+  it("takes the hello snapshot after a started still being written, and refuses a started asked for after it", async () => {
+    const area = new FakeStorageArea();
+    const journal = new WriteJournal(area, SESSION);
+    const later = "d4b2f1a3-05e2-4c6f-9e6d-1f7a2b3c4d5e";
+    await journal.prepare({ commandId: COMMAND, name: "click", leaseEpoch: 1, dryRun: false });
+    await journal.prepare({ commandId: later, name: "click", leaseEpoch: 1, dryRun: false });
+    let open: () => void = () => undefined;
+    area.gate = new Promise((resolve) => (open = resolve));
+    const started = journal.markStarted(COMMAND);
+    const snapshot = journal.helloSnapshot();
+    const refused = journal.markStarted(later);
+    refused.catch(() => undefined);
+    area.gate = undefined;
+    open();
+    expect((await started).state).toBe("started");
+    expect((await snapshot).map((e) => [e.commandId, e.state])).toEqual([
+      [COMMAND, "started"],
+      [later, "prepared"],
+    ]);
+    await expect(refused).rejects.toBeInstanceOf(IllegalTransitionError);
+    expect(stored(area).map((e) => e.state)).toEqual(["started", "prepared"]);
+  });
+
   it("refuses moves the state machine does not allow", async () => {
     const journal = new WriteJournal(new FakeStorageArea(), SESSION);
     await expect(journal.markStarted(COMMAND)).rejects.toBeInstanceOf(IllegalTransitionError);
