@@ -1071,7 +1071,7 @@ class SessionAgent:
         self._settle_open(out, now, Event.SOCKET_LOST)
 
     async def shutdown(self) -> None:
-        self._turns.timer.disarm()  # type: ignore[union-attr]
+        await self._turns.timer.stop()  # type: ignore[union-attr]  # a turn under way ends first
         conn, self._conn = self._conn, None
         if conn is not None:
             with contextlib.suppress(Exception):
