@@ -166,8 +166,10 @@ class Services:
             await self.node.stop()
         await self.claim.stop()
         await self.revocations.stop()
-        for coordinator in self.coordinators.values():
-            coordinator.disarm()
+        # Every timer stopped and its turn under way ended before the database closes: a turn
+        # running into a closed database would fail half done.
+        stopping = [coordinator.shutdown() for coordinator in self.coordinators.values()]
+        await asyncio.gather(*stopping, return_exceptions=True)
         closers = [agent.shutdown() for agent in self.device_agents.values()]
         closers += [agent.shutdown() for agent in self.session_agents.values()]
         await asyncio.gather(*closers, return_exceptions=True)

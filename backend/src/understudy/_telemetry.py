@@ -83,6 +83,10 @@ _CODE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _MEMORY_EVENTS: Final = 10_000
 _PSEUDONYM_CACHE: Final = 100_000  # ids seen recently; cleared whole when full
 _REOPEN_CHECK_S: Final = 1.0
+# Lines reach the sink at most this long after their event: the events of one command (its
+# admission, its outcome, ...) come a few loop iterations apart, and one flush (one write to the
+# file) for all of them, rather than one each, is what a crash can lose.
+FLUSH_INTERVAL_S: Final = 0.01
 
 FieldValue = str | int | bool
 
@@ -234,11 +238,11 @@ class Telemetry:
         except RuntimeError:  # no loop (the CLI): at once
             stream.flush()
             return
-        # One flush (one write to the file) for every event of this loop iteration: a command
-        # reports several, each of them a system call otherwise.
-        self._flush()
+        # One flush (one write to the file) for every event of the next `FLUSH_INTERVAL_S`: a
+        # command reports several, a few loop iterations apart, each a system call otherwise.
+        self._flush()  # another stream's lines (before a rotation) first: lines keep their order
         self._unflushed = stream
-        loop.call_soon(self._flush)
+        loop.call_later(FLUSH_INTERVAL_S, self._flush)
 
     def _flush(self) -> None:
         stream, self._unflushed = self._unflushed, None

@@ -55,6 +55,9 @@ T = TypeVar("T")
 LOCK_WAIT_S: Final = 3.0  # how long a turn keeps trying for its actor's row before a 503
 FIRST_BACKOFF_S: Final = 0.002
 MAX_BACKOFF_S: Final = 0.05
+# At shutdown, how long a timer turn already running may take before it is cancelled (it may be
+# waiting for its actor's lock behind another turn's frames).
+STOP_WAIT_S: Final = 5.0
 # Several nodes: a waiter (a create, a command) re-reads its rows at least this often, in case
 # the wake-up from the node that changed them was missed.
 WAIT_FALLBACK_S: Final = 0.5
@@ -308,6 +311,10 @@ class Timer:
         self._handle: asyncio.TimerHandle | None = None
         self._handle_at = 0.0  # the clock time the loop timer goes off at
         self._due: float | None = None
+        # The timer's turns running now (`_task` is cleared before one runs, so a re-arm from
+        # within it is a new timer): `stop` waits for them before the database closes.
+        self._running: set[asyncio.Task[None]] = set()
+        self._stopped = False
 
     @property
     def due(self) -> float | None:
@@ -321,6 +328,8 @@ class Timer:
     def arm(self, due: float | object | None = _UNSET) -> None:
         """(Re)arm at the earliest due time (`due`, when the turn computed it already); a timer
         already armed for it is left alone."""
+        if self._stopped:
+            return  # shutting down: a turn that ends now must not start another
         if due is _UNSET:
             due = self._due_of()
         assert due is None or isinstance(due, float | int)  # noqa: S101 - _UNSET replaced
@@ -372,12 +381,33 @@ class Timer:
         self._task = None
         self._due = None
 
+    async def stop(self) -> None:
+        """Disarm for good, and return once no turn of this timer is running: a turn already
+        under way finishes (after `STOP_WAIT_S` it is cancelled), so the database it uses can
+        be closed after this."""
+        self._stopped = True
+        self.disarm()
+        current = asyncio.current_task()
+        running = [task for task in self._running if task is not current]
+        if not running:
+            return
+        _, late = await asyncio.wait(running, timeout=STOP_WAIT_S)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+
     async def _fire_at(self, due: float) -> None:
         await self._clock.sleep_until(due)
         self._task = None
         self._due = None
+        task = asyncio.current_task()
+        assert task is not None  # noqa: S101 - a timer runs as a task
+        self._running.add(task)
         try:
             await self._fire()
         except Exception:
             log.exception("%s timer turn failed", self._actor)
             self._failed(self._actor)
+        finally:
+            self._running.discard(task)

@@ -628,8 +628,9 @@ class TenantCoordinator:
         """(Re)arm the one timer at the tenant's earliest deadline."""
         self._turns.timer.arm()  # type: ignore[union-attr]  # this actor always has a timer
 
-    def disarm(self) -> None:
-        self._turns.timer.disarm()  # type: ignore[union-attr]
+    async def shutdown(self) -> None:
+        """Stop the timer for good; a tick already under way ends first."""
+        await self._turns.timer.stop()  # type: ignore[union-attr]
 
     def _next_deadline(self) -> float | None:
         """The earliest moment `_tick` has something to do; SQLite computes it from indexes.

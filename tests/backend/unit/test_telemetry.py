@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import io
 import json
+import math
 from typing import TYPE_CHECKING
 
 import pytest
@@ -222,3 +224,54 @@ def test_timestamps_follow_the_clock_across_seconds_to_the_millisecond(keys: Key
         "2027-01-15T08:00:01.000+00:00",
         "2027-01-15T08:01:01.007+00:00",
     ]
+
+
+class _CountingSink(io.StringIO):
+    """A text sink that counts its flushes: each is one write to a file sink."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flushes = 0
+        self.flushed = ""  # what had been written at the last flush
+
+    def flush(self) -> None:
+        self.flushes += 1
+        self.flushed = self.getvalue()
+        super().flush()
+
+
+async def test_events_of_several_loop_iterations_within_the_interval_are_one_write(
+    keys: Keys,
+) -> None:
+    sink = _CountingSink()
+    telemetry = Telemetry(sink, keys)
+    for kind in ("read", "write", "read"):  # a command's events, a loop iteration apart
+        telemetry.emit("command.admitted", tenant=TENANT, session=SESSION, kind=kind)
+        await asyncio.sleep(0)
+    telemetry.emit("command.outcome", tenant=TENANT, session=SESSION, outcome="succeeded")
+    assert sink.flushes == 0  # nothing written yet: the interval has not passed
+
+    await asyncio.sleep(_telemetry.FLUSH_INTERVAL_S * 2)  # a loop timer after the flush's
+    assert sink.flushes == 1
+    lines = [json.loads(line) for line in sink.flushed.splitlines()]
+    assert [line.get("kind", line["event"]) for line in lines] == [
+        "read",
+        "write",
+        "read",
+        "command.outcome",
+    ]
+
+
+async def test_a_rotated_sink_gets_its_lines_before_the_new_file_does(
+    keys: Keys, tmp_path: Path
+) -> None:
+    path = tmp_path / "telemetry.jsonl"
+    telemetry = Telemetry(path, keys)
+    telemetry.emit("command.admitted", tenant=TENANT, session=SESSION, kind="read")
+    path.rename(tmp_path / "telemetry.1.jsonl")
+    telemetry._checked_at = -math.inf  # the next event compares the path with the open file
+    telemetry.emit("command.admitted", tenant=TENANT, session=SESSION, kind="write")
+    # The old file was flushed when the new one took its first line, before any interval.
+    assert json.loads((tmp_path / "telemetry.1.jsonl").read_text())["kind"] == "read"
+    telemetry.close()
+    assert json.loads(path.read_text())["kind"] == "write"
