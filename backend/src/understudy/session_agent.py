@@ -213,7 +213,6 @@ class SessionAgent:
         # that wrote none empties it) and emptied when another node or actor may have changed
         # a row, so a row here is always the current one; never kept longer than that.
         self._handed: dict[str, CommandRow] = {}
-        self._handed_committed = False  # whether the turn that handed them is durable
         self._ready = asyncio.Event()  # set while an authoritative socket has said hello
 
     @property
@@ -338,9 +337,9 @@ class SessionAgent:
 
     async def _deliver(self, out: _Outbox) -> None:
         self._handed = out.rows  # first: whatever follows may raise (a crash point)
-        committed = self._handed_committed = out.committed
         if out.step is not None:
             _faults.after(out.step)
+        committed = out.committed
         for frame in out.pending:
             await self.send(frame, committed=committed)
         for frame in out.frames:
@@ -487,13 +486,6 @@ class SessionAgent:
             return row
 
         return await self._turns.run(body)
-
-    def handed_durably(self, row: CommandRow) -> bool:
-        """Whether `row` is the very row a committed turn of this session delivered: an answer
-        built from it alone reveals nothing a crash could take back, so it need not wait for
-        the turns other actors took since (as a committed turn's frames do not). A row read
-        outside a turn may come from the open group commit, and is not."""
-        return self._handed_committed and self._handed.get(row.command_id) is row
 
     async def wait_outcome(self, command_id: str, within: float = SYNC_WAIT_S) -> CommandRow:
         """Wait (on the injected clock) until the command is no longer open, or `within` passes."""

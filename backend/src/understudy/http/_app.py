@@ -13,7 +13,6 @@ from understudy.http import _commands, _devices, _operations, _operator, _sessio
 from understudy.http._auth import DEPENDENCIES
 from understudy.http._errors import on_error, on_http, on_problem
 from understudy.http._parsing import MAX_BODY_BYTES
-from understudy.http._responses import CURRENT, Durability
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -57,9 +56,7 @@ def _durable_responses(db: Database) -> Callable[[ASGIApp], ASGIApp]:
     """Middleware: an HTTP response starts only once every turn taken so far is durable.
 
     With group commit a handler may read state another actor wrote in the open group (same
-    connection); the caller must never learn of anything a crash could still take back. A
-    handler whose answer comes only from committed turns says so (`answer_is_durable`), and
-    that answer starts at once.
+    connection); the caller must never learn of anything a crash could still take back.
     """
 
     def middleware(app: ASGIApp) -> ASGIApp:
@@ -67,18 +64,13 @@ def _durable_responses(db: Database) -> Callable[[ASGIApp], ASGIApp]:
             if scope["type"] != ScopeType.HTTP:
                 await app(scope, receive, send)
                 return
-            answer = Durability()
 
             async def send_when_durable(message: Message) -> None:
-                if message["type"] == "http.response.start" and not answer.durable:
+                if message["type"] == "http.response.start":
                     await db.durable()
                 await send(message)
 
-            token = CURRENT.set(answer)
-            try:
-                await app(scope, receive, send_when_durable)
-            finally:
-                CURRENT.reset(token)
+            await app(scope, receive, send_when_durable)
 
         return durable_app
 

@@ -13,7 +13,7 @@ from understudy._write_protocol import http_answer
 from understudy.generated import models as m
 from understudy.http._auth import ConsumerDep, ServicesDep, consumer_guard, unless_revoked
 from understudy.http._parsing import parse, parse_session_id, read_body
-from understudy.http._responses import answer_is_durable, json_response
+from understudy.http._responses import json_response
 
 if TYPE_CHECKING:
     from understudy._services import Services
@@ -41,26 +41,20 @@ async def submit_command(
 
 async def run_command(services: Services, who: Consumer, sid: str, body: bytes) -> Response[Any]:
     """Admit the command in `body` and answer with its outcome, or what it is waiting for."""
-    answer, durable = await command_answer(services, who, sid, body)
-    if durable:
-        answer_is_durable()
+    answer = await command_answer(services, who, sid, body)
     return json_response(answer.body, answer.status, answer.headers)
 
 
-async def command_answer(
-    services: Services, who: Consumer, sid: str, body: bytes
-) -> tuple[HttpAnswer, bool]:
+async def command_answer(services: Services, who: Consumer, sid: str, body: bytes) -> HttpAnswer:
     """What `run_command` answers, before it is a response: the route and the fast path of
-    `_fast` share it, and answer alike. The flag says the answer comes only from a row a
-    committed turn delivered (`SessionAgent.handed_durably`): it need not wait for the open
-    group commit."""
+    `_fast` share it, and answer alike."""
     if not body:
         raise invalid_request("send a CommandRequest body as application/json")
     req: m.CommandRequest = parse(m.CommandRequest, body, uuid_fields=("commandId",))
     agent = services.session_agent(sid)
     row = await agent.submit(who.tenant, who.actor, req)
     row = await unless_revoked(services, who, agent.wait_outcome(row.command_id))
-    return http_answer(sid, row), agent.handed_durably(row)
+    return http_answer(sid, row)
 
 
 @get("/v1/sessions/{session_id:str}/commands/{command_id:str}", guards=[consumer_guard])

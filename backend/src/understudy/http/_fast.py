@@ -9,8 +9,7 @@ same order, with the same functions: the consumer credential, the session id, th
 `command_answer` (what `run_command` answers, sent as the same two ASGI messages), and the
 problem+json answers of the error handlers. Anything else (another method or path, a chunked or
 oversized body, the sockets, lifespan) goes to the app unchanged. Like every response, it starts
-only once every turn taken so far is durable, unless it comes only from the row a committed turn
-delivered (`command_answer`'s flag): then nothing it shows can be taken back by a crash.
+only once every turn taken so far is durable.
 """
 
 from __future__ import annotations
@@ -78,8 +77,7 @@ class FastCommands:
             who = authenticate_consumer(services, bearer_token(heads.authorization))
             sid = parse_session_id(match.group(1))
             body = check_body(await _body(receive), heads.content_type)
-            answer, durable = await command_answer(services, who, sid, body)
-            status, headers, content = _serialised(answer)
+            status, headers, content = _serialised(await command_answer(services, who, sid, body))
         except ProblemError as exc:
             response = problem_response(exc)
         except Exception:
@@ -89,10 +87,8 @@ class FastCommands:
             )
         else:
             # The two messages the route's `json_response` would be sent as, in its header order,
-            # without building the response. An answer from a committed turn's row shows
-            # nothing of the open group: only any other answer waits for its commit.
-            if not durable:
-                await services.db.durable()
+            # without building the response.
+            await services.db.durable()
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": content, "more_body": False})
             return
