@@ -77,7 +77,10 @@ def summarise(path: Path, top: int = 25) -> dict[str, Any]:
 # Where the server's CPU goes on the way of a command, by the code that spends it (own time,
 # so nothing is counted twice). First match wins; the rest is "other".
 HOPS: Final = (
-    ("HTTP parsing (uvicorn, h11)", ("h11/", "uvicorn/protocols/http", "understudy/_server.py")),
+    (
+        "HTTP parsing (uvicorn, httptools)",
+        ("httptools/", "h11/", "uvicorn/protocols/http", "understudy/_server.py"),
+    ),
     (
         "socket frames (websockets, permessage-deflate)",
         ("websockets/", "uvicorn/protocols/websockets", "zlib.", "understudy/http/_sockets.py"),
