@@ -36,19 +36,25 @@ if TYPE_CHECKING:
     from understudy._services import Services
 
 
-def _timeout_response() -> bytes:
+# A request head larger than this is refused (400) and the connection closed: h11's default
+# bound on an incomplete event, which the service had while it parsed with h11.
+MAX_HEAD_BYTES = 16 * 1024
+
+
+def _problem_response(status: str, code: str, detail: str) -> bytes:
+    """A whole problem+json answer, written by the protocol before any request reaches the app."""
     body = json.dumps(
         {
-            "type": PROBLEM_TYPE_BASE + "request_timeout",
-            "title": TITLES["request_timeout"],
-            "status": 408,
-            "code": "request_timeout",
-            "detail": "the request head did not arrive in time; send it at once",
+            "type": PROBLEM_TYPE_BASE + code,
+            "title": TITLES[code],
+            "status": int(status.split()[0]),
+            "code": code,
+            "detail": detail,
         },
         separators=(",", ":"),
     ).encode()
     head = (
-        "HTTP/1.1 408 Request Timeout\r\n"
+        f"HTTP/1.1 {status}\r\n"
         f"content-type: {MEDIA_TYPE}\r\n"
         f"content-length: {len(body)}\r\n"
         "connection: close\r\n\r\n"
@@ -56,11 +62,19 @@ def _timeout_response() -> bytes:
     return head.encode("ascii") + body
 
 
-_TIMEOUT_RESPONSE = _timeout_response()
+_TIMEOUT_RESPONSE = _problem_response(
+    "408 Request Timeout",
+    "request_timeout",
+    "the request head did not arrive in time; send it at once",
+)
+# What the parser refuses (malformed HTTP/1.1, a body framed two ways, a head over the bound)
+# gets the same problem shape as every other bad input, not uvicorn's text/plain line.
+_MALFORMED_RESPONSE = _problem_response(
+    "400 Bad Request",
+    "invalid_request",
+    f"the request is not valid HTTP/1.1, or its head is over {MAX_HEAD_BYTES // 1024} KiB",
+)
 LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket is dropped
-# A request head larger than this is refused (400) and the connection closed: h11's default
-# bound on an incomplete event, which the service had while it parsed with h11.
-MAX_HEAD_BYTES = 16 * 1024
 
 
 class _Deadline:
@@ -135,6 +149,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     # what h11 calls the client's IDLE state.
     _awaiting_head = True
     _head_size = 0  # bytes of the awaited head, counted a read at a time
+    _heads_completed = 0  # heads parsed on this connection
     _lingering = False  # the answer is sent; what still arrives is dropped
     _linger_timer: asyncio.TimerHandle | None = None
 
@@ -157,20 +172,27 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self._head_deadline.armed and data:
             self._head_bytes = True
-        awaiting = self._awaiting_head
+        awaiting, heads = self._awaiting_head, self._heads_completed
         super().data_received(data)
         # A read that began and ended inside one head counts whole. llhttp streams the head to
         # the callbacks without bounding it, as h11 does (its default, `MAX_HEAD_BYTES`), so a
-        # peer could otherwise grow the header list for as long as the deadline lets it.
-        if awaiting and self._awaiting_head and data:
+        # peer could otherwise grow the header list for as long as the deadline lets it. A read
+        # in which a head completed held a body too (and maybe the next request's first bytes):
+        # it is not counted, or a whole request with a large body would look like a large head.
+        if awaiting and self._awaiting_head and heads == self._heads_completed and data:
             self._head_size += len(data)
             if self._head_size > MAX_HEAD_BYTES and not self.transport.is_closing():
-                message = "Invalid HTTP request received."
-                self.logger.warning(message)
-                self.send_400_response(message)
+                self.logger.warning("A request head over %d bytes was refused.", MAX_HEAD_BYTES)
+                self.send_400_response("")
+
+    def send_400_response(self, msg: str) -> None:
+        # uvicorn's answer to a parser error (and ours to a head over the bound), as problem+json.
+        self.transport.write(_MALFORMED_RESPONSE)
+        self.transport.close()
 
     def on_headers_complete(self) -> None:
         self._awaiting_head, self._head_size = False, 0
+        self._heads_completed += 1
         self._cancel_head_timer()
         super().on_headers_complete()
 
