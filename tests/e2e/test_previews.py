@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     import httpx
 
     from demo.chromium import Chromium
-    from understudy.generated import models as m
+    from understudy.session_agent import _Frame
 
     from .conftest import Backend, Hit, Route
 
@@ -182,9 +182,9 @@ def frames_to_tabs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     sent: list[str] = []
     original = SessionAgent.send
 
-    async def recording(self: SessionAgent, frame: m.SessionServerFrame) -> None:
+    async def recording(self: SessionAgent, frame: _Frame, *, committed: bool = False) -> None:
         sent.append(frame.to_wire_json())
-        await original(self, frame)
+        await original(self, frame, committed=committed)
 
     monkeypatch.setattr(SessionAgent, "send", recording)
     return sent
