@@ -41,15 +41,15 @@ if TYPE_CHECKING:
 MAX_HEAD_BYTES = 16 * 1024
 
 
-def _problem_response(status: str, code: str, detail: str) -> bytes:
+def _problem_response(status: str, problem: dict[str, str]) -> bytes:
     """A whole problem+json answer, written by the protocol before any request reaches the app."""
+    code = problem["code"]
     body = json.dumps(
         {
             "type": PROBLEM_TYPE_BASE + code,
             "title": TITLES[code],
             "status": int(status.split()[0]),
-            "code": code,
-            "detail": detail,
+            **problem,
         },
         separators=(",", ":"),
     ).encode()
@@ -64,15 +64,20 @@ def _problem_response(status: str, code: str, detail: str) -> bytes:
 
 _TIMEOUT_RESPONSE = _problem_response(
     "408 Request Timeout",
-    "request_timeout",
-    "the request head did not arrive in time; send it at once",
+    {
+        "code": "request_timeout",
+        "detail": "the request head did not arrive in time; send it at once",
+    },
 )
 # What the parser refuses (malformed HTTP/1.1, a body framed two ways, a head over the bound)
 # gets the same problem shape as every other bad input, not uvicorn's text/plain line.
 _MALFORMED_RESPONSE = _problem_response(
     "400 Bad Request",
-    "invalid_request",
-    f"the request is not valid HTTP/1.1, or its head is over {MAX_HEAD_BYTES // 1024} KiB",
+    {
+        "code": "invalid_request",
+        "detail": "the request is not valid HTTP/1.1, or its head is over "
+        f"{MAX_HEAD_BYTES // 1024} KiB",
+    },
 )
 LINGER_S = 2.0  # how long a timed-out peer may keep sending before the socket is dropped
 
