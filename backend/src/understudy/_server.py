@@ -6,13 +6,15 @@ nothing bounds a connection that never sends a byte, or one that trickles its re
 byte a second: each holds a socket and a protocol object for as long as its peer likes.
 `GuardedHttpToolsProtocol` gives every request head a deadline, from the connection's start (or
 the end of the previous response) to the head's last byte. A silent connection is closed; a
-partial head gets `408 request_timeout` (problem+json) first, then a lingering close: the write
-side is shut (FIN after the answer) and what the peer still sends is read and dropped until it
-closes, or `LINGER_S` passes. Closing at once with bytes unread would make the kernel reset the
-connection and discard the 408 before the peer reads it. Both leave a content-free
-`connection.closed` event. A head larger than `MAX_HEAD_BYTES` gets `400` and a close (llhttp
-does not bound it). Bodies are bounded by size in the app; socket frames by `ws_max_size` and
-by the socket handlers in `app.py`.
+partial head gets `408 request_timeout` (problem+json), and both leave a content-free
+`connection.closed` event. A head larger than `MAX_HEAD_BYTES` (llhttp does not bound it), or
+one the parser refuses, gets `400 invalid_request`. Every answer the protocol writes itself is
+followed by a lingering close (RFC 9112 §9.6): the write side is shut (FIN after the answer) and
+what the peer still sends is read and dropped until it closes, or `LINGER_S` passes. Closing at
+once with bytes unread, or with bytes still on their way, makes the kernel answer them with a
+reset, and a peer's socket API then reports the reset instead of the answer it already holds.
+Bodies are bounded by size in the app; socket frames by `ws_max_size` and by the socket
+handlers in `app.py`.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:
-            return
+            return  # the answer is out; what the peer still sends is dropped
         if self._head_deadline.armed and data:
             self._head_bytes = True
         awaiting, heads = self._awaiting_head, self._heads_completed
@@ -186,14 +188,34 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         # it is not counted, or a whole request with a large body would look like a large head.
         if awaiting and self._awaiting_head and heads == self._heads_completed and data:
             self._head_size += len(data)
-            if self._head_size > MAX_HEAD_BYTES and not self.transport.is_closing():
+            if self._head_size > MAX_HEAD_BYTES and not self._answered():
                 self.logger.warning("A request head over %d bytes was refused.", MAX_HEAD_BYTES)
                 self.send_400_response("")
 
     def send_400_response(self, msg: str) -> None:
         # uvicorn's answer to a parser error (and ours to a head over the bound), as problem+json.
-        self.transport.write(_MALFORMED_RESPONSE)
-        self.transport.close()
+        # The parser's state is spent: nothing after this is fed to it.
+        self._answer_and_close(_MALFORMED_RESPONSE)
+
+    def _answered(self) -> bool:
+        return self._lingering or self.transport.is_closing()
+
+    def _answer_and_close(self, answer: bytes) -> None:
+        """Write `answer`, then close without resetting: a lingering close (module docstring)."""
+        if self.cycle is not None and not self.cycle.response_complete:
+            # A pipelined request the parser refused while an earlier response is still being
+            # written: that response is cut, as uvicorn's own close cuts it.
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        self.transport.write(answer)
+        if not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self._lingering = True
+        self._head_deadline.close()
+        self._keep_alive.close()
+        self.transport.write_eof()
+        self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
 
     def on_headers_complete(self) -> None:
         self._awaiting_head, self._head_size = False, 0
@@ -231,21 +253,16 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_deadline.disarm()
 
     def _head_timed_out(self) -> None:
-        if self.transport.is_closing() or not self._awaiting_head:
+        if self._answered() or not self._awaiting_head:
             return
         if self.cycle is not None and not self.cycle.response_complete:
             return  # a response is still being written; its completion re-arms the timer
-        reason = "slow_headers" if self._head_bytes else "idle"
-        if self._head_bytes and self.transport.can_write_eof():
-            self._lingering = True
-            self.transport.write(_TIMEOUT_RESPONSE)
-            self.transport.write_eof()
-            self._linger_timer = self.loop.call_later(LINGER_S, self.transport.close)
+        if self._head_bytes:
+            self._answer_and_close(_TIMEOUT_RESPONSE)
+            self.on_close[0]("slow_headers")
         else:
-            if self._head_bytes:
-                self.transport.write(_TIMEOUT_RESPONSE)
-            self.transport.close()
-        self.on_close[0](reason)
+            self.transport.close()  # nothing arrived, so nothing is left unread to reset
+            self.on_close[0]("idle")
 
 
 def guarded_protocol(

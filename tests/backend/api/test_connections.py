@@ -115,9 +115,18 @@ async def _read_while_sending(
                 await writer.drain()
                 await asyncio.sleep(every_s)
 
+    async def read_all() -> bytes:
+        received = bytearray()
+        try:
+            while chunk := await reader.read(65536):
+                received += chunk
+        except ConnectionError as error:  # say what arrived before the reset, if anything did
+            raise AssertionError(f"{error!r} after {bytes(received)[:300]!r}") from error
+        return bytes(received)
+
     sending = asyncio.create_task(keep_sending())
     try:
-        return await asyncio.wait_for(reader.read(), PATIENCE_S)
+        return await asyncio.wait_for(read_all(), PATIENCE_S)
     finally:
         sending.cancel()
         writer.close()
@@ -235,6 +244,27 @@ async def test_a_body_framed_two_ways_is_refused_before_the_app_sees_it(limited:
         writer.close()
     assert answer.startswith(b"HTTP/1.1 400 ")
     _assert_invalid_request(answer)
+
+
+async def test_a_refused_request_gets_a_lingering_close(limited: Backend) -> None:
+    # The 400 gets the same lingering close as the 408: after the answer and its FIN the server
+    # still reads and drops what the peer sends. Closing at once would reset the connection, and
+    # a reset that overtakes the answer hides it from the peer's reads.
+    reader, writer = await _raw(limited)
+    try:
+        writer.write(
+            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n"
+        )
+        answer = await asyncio.wait_for(reader.read(), PATIENCE_S)  # the answer, then the FIN
+        _assert_invalid_request(answer)
+        for _ in range(20):  # a closed socket answers these with a reset, and drain raises
+            writer.write(b"a")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+    finally:
+        writer.close()
+    assert _closed(limited) == []  # refused as invalid, not timed out
 
 
 async def test_a_large_head_under_the_bound_is_answered(limited: Backend) -> None:
