@@ -37,6 +37,12 @@ LIMITS = ConnectionLimits(
     max_frame_bytes=64 * 1024,
 )
 PATIENCE_S = 5.0  # far above every limit above: a test fails rather than hangs
+# Transfer-Encoding with Content-Length is how requests are smuggled past a proxy that reads the
+# other framing (RFC 9112 §6.1); the parser refuses it outright.
+FRAMED_TWO_WAYS = (
+    b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+)
 
 
 @pytest.fixture
@@ -231,14 +237,9 @@ async def test_a_whole_request_with_a_large_body_in_one_read_is_not_taken_for_a_
 
 
 async def test_a_body_framed_two_ways_is_refused_before_the_app_sees_it(limited: Backend) -> None:
-    # Transfer-Encoding with Content-Length is how requests are smuggled past a proxy that reads
-    # the other framing (RFC 9112 §6.1); the parser refuses it outright.
     reader, writer = await _raw(limited)
     try:
-        writer.write(
-            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
-        )
+        writer.write(FRAMED_TWO_WAYS + b"0\r\n\r\n")
         answer = await asyncio.wait_for(reader.read(), PATIENCE_S)
     finally:
         writer.close()
@@ -252,10 +253,7 @@ async def test_a_refused_request_gets_a_lingering_close(limited: Backend) -> Non
     # a reset that overtakes the answer hides it from the peer's reads.
     reader, writer = await _raw(limited)
     try:
-        writer.write(
-            b"POST /v1/sessions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 5\r\n"
-            b"Transfer-Encoding: chunked\r\n\r\n"
-        )
+        writer.write(FRAMED_TWO_WAYS)
         answer = await asyncio.wait_for(reader.read(), PATIENCE_S)  # the answer, then the FIN
         _assert_invalid_request(answer)
         for _ in range(20):  # a closed socket answers these with a reset, and drain raises
