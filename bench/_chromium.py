@@ -211,12 +211,16 @@ def require_chromium() -> None:
 
 @contextlib.asynccontextmanager
 async def chromium_rig(
-    data_dir: Path, log: Callable[[str], None], pages: Callable[[], Served] = LocalPage
+    data_dir: Path,
+    log: Callable[[str], None],
+    pages: Callable[[], Served] = LocalPage,
+    *,
+    wiretap: bool = False,
 ) -> AsyncIterator[Rig]:
     """A server, local pages (the bench page by default) and one enrolled headless Chromium.
 
     Everything is stopped afterwards; the device's local policy and the sessions allow the
-    origin of `pages` only.
+    origin of `pages` only. `wiretap` starts the server under ``bench._wiretap_serve``.
     """
     require_chromium()
     log(f"chromium: extension {await asyncio.to_thread(build_extension)}")
@@ -225,7 +229,7 @@ async def chromium_rig(
     async with contextlib.AsyncExitStack() as stack:
         page = pages()
         stack.callback(page.close)
-        server = Server(data_dir / "server", devices=devices)
+        server = Server(data_dir / "server", devices=devices, wiretap=wiretap)
         stack.push_async_callback(server.stop)
         await server.start()
         profile_root = data_dir / "chromium"

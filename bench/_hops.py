@@ -10,6 +10,12 @@ Stamps, all on this machine's wall clock:
   of every ``chrome.debugger.sendCommand``, ``chrome.storage.session`` write and ``chrome.tabs.get``
   (``performance.timeOrigin + performance.now()``).
 
+- with a wiretapped server (``bench._wiretap_serve``), the server's side of every crossing: the
+  request parsed, each socket frame read whole or handed to the kernel, the reply handed to the
+  kernel. Each crossing between the processes then splits into the server's part (its turns,
+  commits and serialisation, from reading a frame to writing the next) and the sockets' part
+  (the kernel, and Chromium's delivery between its network service and the worker).
+
 The "of which" parts of the extension's execution are sums of call durations. Calls that overlap
 (during a navigation, ``Fetch.continueRequest`` and the storage writes of the new document run
 while ``Page.navigate`` and the wait for ``load`` are pending) make "the rest" a lower bound.
@@ -134,6 +140,37 @@ HOPS: Final = [
     ("result_to_outcome", "result -> outcome turn in the server"),
     ("outcome_to_reply", "outcome turn (commit) -> HTTP reply at the client"),
 ]
+# With a wiretapped server, the parts of each crossing (key of the hop -> its rows): "server" is
+# from a frame or request read whole to the next frame or reply handed to the kernel; "sockets"
+# the rest (kernel, Chromium's network service and its delivery to the worker, the client).
+WIRE_PARTS: Final = {
+    "http_to_admission": [
+        ("wire_request", "  sockets: request written -> parsed by the server"),
+        ("server_admit", "  server: parsed -> admission turn"),
+    ],
+    "admission_to_prepare": [
+        ("server_prepare", "  server: admission turn, commit -> write_prepare written"),
+        ("wire_prepare", "  sockets: written -> write_prepare at the extension"),
+    ],
+    "ready_to_grant": [
+        ("wire_ready", "  sockets: write_ready sent -> read by the server"),
+        ("server_grant", "  server: read -> turn, commit -> write_grant written"),
+        ("wire_grant", "  sockets: written -> write_grant at the extension"),
+    ],
+    "result_to_outcome": [
+        ("wire_result", "  sockets: result sent -> read by the server"),
+        ("server_outcome", "  server: read -> outcome turn"),
+    ],
+    "outcome_to_reply": [
+        ("server_reply", "  server: outcome turn, commit -> reply written"),
+        ("wire_reply", "  sockets: reply written -> read by the client"),
+    ],
+}
+# The 'elsewhere' part of the overhead, split the same way (wiretapped server only).
+ELSEWHERE_PARTS: Final = [
+    ("elsewhere_server", "    server: request parsed -> reply written, less the extension's time"),
+    ("elsewhere_sockets", "    sockets: HTTP both ways, four frames with Chromium's delivery"),
+]
 # What the extension's execution window (write_grant -> result) is made of.
 EXECUTE_PARTS: Final = [
     ("execute_cdp", "  of which chrome.debugger.sendCommand"),
@@ -240,6 +277,63 @@ async def collect(rig: Rig) -> tuple[list[list[Any]], float, float]:
     return trace, offset, error
 
 
+def wire_stamps(record: list[list[Any]]) -> dict[tuple[str, str], float]:
+    """(kind and frame type, command id) -> the first such stamp (ms) of a wiretapped server's
+    record (``bench._wiretap_serve``); kinds ``http_in`` and ``http_out`` carry no type."""
+    stamps: dict[tuple[str, str], float] = {}
+    for kind, frame_type, command_id, at in record:
+        if command_id is None:
+            continue
+        key = kind if kind.startswith("http") else f"{kind} {frame_type}"
+        stamps.setdefault((key, command_id), at)
+    return stamps
+
+
+def _wire_parts(
+    wire: dict[tuple[str, str], float],
+    command_id: str,
+    sent: float,
+    replied: float,
+    admitted: float,
+    completed: float,
+    frames: tuple[float, float, float, float],
+) -> dict[str, float]:
+    """The server's and the sockets' parts of each crossing (``WIRE_PARTS``), or nothing when a
+    stamp of the wiretapped server is missing."""
+    names = (
+        "http_in",
+        "ws_out write_prepare",
+        "ws_in write_ready",
+        "ws_out write_grant",
+        "ws_in result",
+        "http_out",
+    )
+    found: list[float] = []
+    for name in names:
+        at = wire.get((name, command_id))
+        if at is None:
+            return {}
+        found.append(at)
+    request, prepare_out, ready_in, grant_out, result_in, reply_out = found
+    prepare, ready, grant, result = frames
+    parts = {
+        "wire_request": request - sent,
+        "server_admit": admitted - request,
+        "server_prepare": prepare_out - admitted,
+        "wire_prepare": prepare - prepare_out,
+        "wire_ready": ready_in - ready,
+        "server_grant": grant_out - ready_in,
+        "wire_grant": grant - grant_out,
+        "wire_result": result_in - result,
+        "server_outcome": completed - result_in,
+        "server_reply": reply_out - completed,
+        "wire_reply": replied - reply_out,
+    }
+    parts["elsewhere_server"] = sum(v for k, v in parts.items() if k.startswith("server_"))
+    parts["elsewhere_sockets"] = sum(v for k, v in parts.items() if k.startswith("wire_"))
+    return parts
+
+
 def server_stamps(db_path: Path, session_id: str, ids: list[str]) -> dict[str, tuple[float, float]]:
     """command id -> (admitted_at, completed_at) in ms of the server's wall clock."""
     connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
@@ -263,12 +357,14 @@ def breakdown(
     server: dict[str, tuple[float, float]],
     trace: list[list[Any]],
     offset_ms: float,
+    wire: dict[tuple[str, str], float] | None = None,
 ) -> dict[str, Any]:
     """Per hop (ms): summaries over the commands that have every stamp, and per call made
     between ``write_grant`` and ``result`` (CDP method, storage or tabs call).
 
     ``client`` maps a command id to (request written, reply read) in ms of the wall clock;
-    ``offset_ms`` is the worker's clock minus the load generator's.
+    ``offset_ms`` is the worker's clock minus the load generator's; ``wire`` holds a wiretapped
+    server's stamps (``wire_stamps``), which add the ``WIRE_PARTS`` and ``ELSEWHERE_PARTS``.
     """
     frames: dict[tuple[str, str, str], float] = {}
     calls: list[tuple[str, str, float, float]] = []
@@ -281,8 +377,12 @@ def breakdown(
                 frames.setdefault((kind, label, command_id), start - offset_ms)
         else:
             calls.append((kind, label, start - offset_ms, end - offset_ms))
+    wire_keys = [key for parts in WIRE_PARTS.values() for key, _ in parts]
     hops: dict[str, list[float]] = {
-        key: [] for key, _ in HOPS + EXECUTE_PARTS + AFTER_LOAD + OVERHEAD
+        key: []
+        for key in [key for key, _ in HOPS + EXECUTE_PARTS + AFTER_LOAD + OVERHEAD]
+        + wire_keys
+        + [key for key, _ in ELSEWHERE_PARTS]
     }
     hops["total"] = []
     by_call: dict[str, list[float]] = {}
@@ -328,6 +428,11 @@ def breakdown(
             "overhead_extension": ours,
             "overhead_elsewhere": replied - sent - _covered(cdp + waits) - ours,
         }
+        if wire is not None:
+            frame_stamps = (prepare, ready, grant, result)
+            values |= _wire_parts(
+                wire, command_id, sent, replied, admitted, completed, frame_stamps
+            )
         for key, value in values.items():
             hops[key].append(value)
         load = next((end for _, end in waits), None)

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Final, Literal
+from typing import IO, TYPE_CHECKING, Any, Final, Literal
 
 from bench._http import HttpConnection
 from bench._proc import ProcSample, sample
@@ -95,6 +95,9 @@ class Server:
         device_tenants: Device id to tenant, for devices outside the ``bench`` tenant.
         telemetry: Write content-free telemetry to ``data_dir/telemetry.jsonl``.
         profile: Run under ``bench._cprofile_serve`` so phases can be CPU-profiled.
+        wiretap: Run under ``bench._wiretap_serve`` so a phase's socket frames and HTTP
+            exchanges can be stamped on the server's side (``wire_record``); not with
+            ``profile``.
         group_commit: ``UNDERSTUDY_SQLITE_GROUP_COMMIT``.
         extra_env: More settings (e.g. ``UNDERSTUDY_CONNECTION_LIMITS``); not
             ``UNDERSTUDY_PUBLIC_URL``, whose port the served line would print instead.
@@ -107,6 +110,7 @@ class Server:
     device_tenants: Mapping[str, str] = field(default_factory=dict)
     telemetry: bool = True
     profile: bool = False
+    wiretap: bool = False
     group_commit: bool = True
     extra_env: Mapping[str, str] = field(default_factory=dict)
     port: int = 0
@@ -135,6 +139,10 @@ class Server:
         return self.data_dir / "profile.pstats"
 
     @property
+    def wire_path(self) -> Path:
+        return self.data_dir / "wire.json"
+
+    @property
     def telemetry_path(self) -> Path:
         return self.data_dir / "telemetry.jsonl"
 
@@ -156,6 +164,8 @@ class Server:
         env.update(self.extra_env)
         if self.profile:
             env["BENCH_PROFILE_OUT"] = str(self.profile_path)
+        if self.wiretap:
+            env["BENCH_WIRE_OUT"] = str(self.wire_path)
         if self.telemetry:
             env["UNDERSTUDY_TELEMETRY_PATH"] = str(self.telemetry_path)
         if self.devices:
@@ -207,11 +217,14 @@ class Server:
         self.api_key = match.group(1)
 
     async def _launch(self, env: Mapping[str, str]) -> None:
-        serve = (
-            [sys.executable, "-m", "bench._cprofile_serve"]
-            if self.profile
-            else [*_understudy_command(), "serve"]
-        )
+        if self.profile and self.wiretap:
+            raise ValueError("a server is either profiled or wiretapped, not both")
+        if self.profile:
+            serve = [sys.executable, "-m", "bench._cprofile_serve"]
+        elif self.wiretap:
+            serve = [sys.executable, "-m", "bench._wiretap_serve"]
+        else:
+            serve = [*_understudy_command(), "serve"]
         with _open_log(self.data_dir / "server.log") as log:
             self.process = await asyncio.create_subprocess_exec(
                 *serve,
@@ -244,6 +257,26 @@ class Server:
         """Send ``signum`` to the server process (the profiler's switches)."""
         assert self.process is not None  # noqa: S101 - started
         self.process.send_signal(signum)
+
+    def wire_start(self) -> None:
+        """Start an empty record of the server's socket frames and HTTP exchanges."""
+        if not self.wiretap:
+            raise ValueError("the server was not started with wiretap=True")
+        self.wire_path.unlink(missing_ok=True)
+        self.signal(signal.SIGUSR1)
+
+    async def wire_record(self, timeout_s: float = 30.0) -> list[list[Any]]:
+        """Stop the record ``wire_start`` opened and read it: ``[kind, type, command id, ms]``
+        per stamp (``bench._wiretap_serve``)."""
+        self.signal(signal.SIGUSR2)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not self.wire_path.exists():  # another process writes it
+            if loop.time() > deadline:
+                raise RuntimeError("the wiretapped server wrote no record")
+            await asyncio.sleep(0.05)
+        record: list[list[Any]] = json.loads(self.wire_path.read_text())
+        return record
 
     def sample(self) -> ProcSample:
         """CPU seconds and memory of the server process now."""

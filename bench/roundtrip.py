@@ -235,7 +235,7 @@ async def run(
     server_cpu: dict[str, float] = dict.fromkeys(OPS, 0.0)
     load_before = os.getloadavg()[0]
     async with (
-        chromium_rig(data_dir, log) as rig,
+        chromium_rig(data_dir, log, wiretap=True) as rig,
         plain_chromium(rig.profile_root / "playwright") as plain,
         async_playwright() as playwright,
     ):
@@ -350,6 +350,7 @@ async def _hop_phase(
     rig: Rig, connection: HttpConnection, count: int, block: int
 ) -> dict[str, Any]:
     installed = await _hops.install(rig)
+    rig.server.wire_start()
     session_id, _ = await rig.create_session(connection)
     side = UnderstudySide(rig, connection, session_id)
     await side.submit({"name": "navigate", "url": rig.page.url})
@@ -363,6 +364,7 @@ async def _hop_phase(
             side.recording = False
             await side.check()
     trace, offset, error = await _hops.collect(rig)
+    wire = _hops.wire_stamps(await rig.server.wire_record())
     report: dict[str, Any] = {
         "commands_per_op": count,
         "clock_offset_ms": [installed["offset_ms"], offset],
@@ -372,7 +374,7 @@ async def _hop_phase(
         ids = side.ids.get(op, [])
         server = _hops.server_stamps(rig.server.db_path, session_id, ids)
         client = {i: side.sent_replied[i] for i in ids}
-        report[op] = _hops.breakdown(client, server, trace, offset)
+        report[op] = _hops.breakdown(client, server, trace, offset, wire)
     await rig.end_session(connection, session_id)
     return report
 
@@ -490,9 +492,13 @@ def tables(result: dict[str, Any]) -> list[Table]:
         f"Where a governed write spends its time ({hops['commands_per_op']} each, ms)",
         ["hop", *(f"{op} {stat}" for op in OPS for stat in ("p50", "mean"))],
     )
-    split = [key for key, _ in _hops.HOPS].index("extension_execute") + 1
-    rows = [*_hops.HOPS[:split], *_hops.EXECUTE_PARTS, *_hops.AFTER_LOAD, *_hops.HOPS[split:]]
-    for key, label in [*rows, ("total", "total (client round trip)"), *_hops.OVERHEAD]:
+    rows: list[tuple[str, str]] = []
+    for hop in _hops.HOPS:
+        rows += [hop, *_hops.WIRE_PARTS.get(hop[0], [])]
+        if hop[0] == "extension_execute":
+            rows += [*_hops.EXECUTE_PARTS, *_hops.AFTER_LOAD]
+    rows += [("total", "total (client round trip)"), *_hops.OVERHEAD, *_hops.ELSEWHERE_PARTS]
+    for key, label in rows:
         row = [label]
         for op in OPS:
             cell = hops[op]["hops_ms"].get(key, {})
@@ -510,6 +516,12 @@ def tables(result: dict[str, Any]) -> list[Table]:
     table.notes.append(
         "the 'of which' rows sum call durations; calls that overlap (navigate) make 'the rest' "
         "a lower bound"
+    )
+    table.notes.append(
+        "server and sockets rows: the server's own stamps (bench._wiretap_serve) split each "
+        "crossing; server = from a request or frame read whole to the next frame or reply handed "
+        "to the kernel, sockets = the kernel, Chromium's network service and its delivery to the "
+        "worker, and the load generator's read"
     )
     table.notes.append(_hops.clock_note(hops))
     return [main, overhead, table]
