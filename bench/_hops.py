@@ -277,6 +277,17 @@ async def collect(rig: Rig) -> tuple[list[list[Any]], float, float]:
     return trace, offset, error
 
 
+# A wiretapped server's stamps of one write, in the order they happen (``wire_stamps`` keys).
+CROSSINGS: Final = (
+    "http_in",
+    "ws_out write_prepare",
+    "ws_in write_ready",
+    "ws_out write_grant",
+    "ws_in result",
+    "http_out",
+)
+
+
 def wire_stamps(record: list[list[Any]]) -> dict[tuple[str, str], float]:
     """(kind and frame type, command id) -> the first such stamp (ms) of a wiretapped server's
     record (``bench._wiretap_serve``); kinds ``http_in`` and ``http_out`` carry no type."""
@@ -300,16 +311,8 @@ def _wire_parts(
 ) -> dict[str, float]:
     """The server's and the sockets' parts of each crossing (``WIRE_PARTS``), or nothing when a
     stamp of the wiretapped server is missing."""
-    names = (
-        "http_in",
-        "ws_out write_prepare",
-        "ws_in write_ready",
-        "ws_out write_grant",
-        "ws_in result",
-        "http_out",
-    )
     found: list[float] = []
-    for name in names:
+    for name in CROSSINGS:
         at = wire.get((name, command_id))
         if at is None:
             return {}

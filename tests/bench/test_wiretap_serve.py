@@ -18,15 +18,6 @@ from understudy._server import GuardedHttpToolsProtocol
 if TYPE_CHECKING:
     from pathlib import Path
 
-CROSSINGS = (
-    "http_in",
-    "ws_out write_prepare",
-    "ws_in write_ready",
-    "ws_out write_grant",
-    "ws_in result",
-    "http_out",
-)
-
 
 @pytest.fixture
 def wire_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -71,7 +62,7 @@ def _assert_stamped_in_order(wire_out: Path, command_id: str, session_id: str) -
     written = wire_out.read_text()
     record = json.loads(written)
     stamps = _hops.wire_stamps(record)
-    times = [stamps[(crossing, command_id)] for crossing in CROSSINGS]
+    times = [stamps[(crossing, command_id)] for crossing in _hops.CROSSINGS]
     assert times == sorted(times)
     assert all(len(entry) == 4 for entry in record)  # kind, type, command id, time
     assert session_id not in written  # nothing else of a frame is kept
