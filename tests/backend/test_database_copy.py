@@ -22,6 +22,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +39,7 @@ from tests.backend.conftest import (
 )
 from tests.backend.test_cli import SETTINGS_VARIABLES, make_newer
 from tests.support.simdevice import Behaviour, SimulatedDevice
+from understudy import _lock
 from understudy._bootstrap import DB_FILE
 from understudy._clock import ManualClock
 from understudy._store import LATEST, _copy
@@ -405,6 +407,60 @@ async def test_copy_refuses_while_the_service_runs_and_touches_neither_database(
     assert content(data_dir / DB_FILE) == before
     # Once the service is stopped, the same command copies.
     assert copy(capsys, data_dir, postgresql_url)[0] == 0
+
+
+def test_a_cli_command_during_a_copy_is_refused_so_nothing_is_left_behind(
+    installation: Path,
+    postgresql_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A key created after the copy's snapshot would exist in SQLite only: the command is refused.
+    cli = ("--data-dir", str(installation))
+    copy_tables = _copy._copy_in_one_transaction
+    during: list[tuple[int, str, str]] = []
+
+    def with_commands_meanwhile(*args: Any, **kwargs: Any) -> None:
+        for argv in (("keys", "create", "--tenant", "acme", "--actor", "late"), ("status",)):
+            code = main([*argv, *cli])
+            out, err = capsys.readouterr()
+            during.append((code, out, err))
+        copy_tables(*args, **kwargs)
+
+    monkeypatch.setattr(_copy, "_copy_in_one_transaction", with_commands_meanwhile)
+
+    code, _, err = copy(capsys, installation, postgresql_url)
+
+    assert code == 0, err
+    for command_code, out, command_err in during:
+        assert (command_code, out) == (2, "")
+        assert "is being copied to PostgreSQL (copy-database, pid" in command_err
+        assert "run it against PostgreSQL (UNDERSTUDY_DATABASE_URL)" in command_err
+    assert len(sqlite_rows(installation / DB_FILE, "api_keys")) == 1  # no key made meanwhile
+    assert data_counts(postgresql_url)["api_keys"] == 1
+    # After the copy the directory takes commands again.
+    assert run(capsys, "keys", "create", "--tenant", "acme", "--actor", "after", *cli)[0] == 0
+
+
+def test_a_copy_waits_for_a_cli_command_under_way_then_refuses(
+    installation: Path,
+    postgresql_url: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_lock, "COPY_WAIT_S", 0.3)
+    with _lock.operator_access(installation):  # a command with the database open
+        started = time.monotonic()
+        code, out, err = copy(capsys, installation, postgresql_url)
+        waited = time.monotonic() - started
+
+    assert (code, out) == (3, "")
+    assert "another understudy command has the database in" in err
+    assert waited >= 0.3
+    assert pg_counts(postgresql_url) == {}  # not even migrated
+    # Neither lock is left held: a service could start, and the copy runs once the command ends.
+    _lock.unlock_data_dir(_lock.lock_data_dir(installation))
+    assert copy(capsys, installation, postgresql_url)[0] == 0
 
 
 def test_copy_refuses_a_target_that_holds_rows_and_names_the_table(

@@ -2,7 +2,9 @@
 
 The data directory's one-writer lock (`_lock.py`) is taken for the length of the copy, so the
 command refuses while `understudy serve` runs there and no service can start on the source
-halfway through. The copy itself is `_store._copy.copy_sqlite_to_postgres`; this module maps its
+halfway through; so is its copy lock, so no other CLI command writes to the source after the
+snapshot (they are refused until the copy ends; the copy waits a few seconds for those under
+way). The copy itself is `_store._copy.copy_sqlite_to_postgres`; this module maps its
 refusals to exit codes and prints the per-table counts, as text or `--json`.
 
 Exit codes (docs/operations.md, "Moving a SQLite installation to PostgreSQL"):
@@ -10,7 +12,8 @@ Exit codes (docs/operations.md, "Moving a SQLite installation to PostgreSQL"):
     0  copied, and every table's count on the target matches the source
     1  the copy failed and was rolled back (the target stays empty), or a count differs
     2  bad usage or configuration, no source database, or PostgreSQL cannot be reached
-    3  a service holds the data directory: stop it first
+    3  a service holds the data directory (stop it first), or another CLI command kept its
+       database open for longer than the copy waits
     4  the target holds data, or a node or another client is using it
     5  the source is not at this binary's schema version (or the target is at a newer one)
 """
@@ -26,7 +29,14 @@ from typing import TYPE_CHECKING, Final
 
 from understudy._bootstrap import DB_FILE
 from understudy._config import ConfigError, _database_url
-from understudy._lock import LOCK_FILE, DataDirInUseError, lock_data_dir, unlock_data_dir
+from understudy._lock import (
+    LOCK_FILE,
+    DataDirInUseError,
+    OperatorCommandsRunningError,
+    lock_data_dir,
+    lock_for_copy,
+    unlock_data_dir,
+)
 
 if TYPE_CHECKING:
     from understudy._config import Settings
@@ -93,6 +103,18 @@ def run(settings: Settings, to: str | None, *, as_json: bool) -> int:
             EXIT_USAGE,
         )
     try:
+        copy_lock = lock_for_copy(settings.data_dir)
+    except OperatorCommandsRunningError as exc:
+        unlock_data_dir(lock)
+        return _fail(str(exc), EXIT_SOURCE_IN_USE)
+    except OSError as exc:
+        unlock_data_dir(lock)
+        return _fail(
+            f"cannot take the copy lock of {settings.data_dir} ({exc.strerror or exc}); run the "
+            "copy as the user the service runs as",
+            EXIT_USAGE,
+        )
+    try:
         report = copy_sqlite_to_postgres(source, url, now=time.time())
     except SchemaMismatchError as exc:
         return _fail(str(exc), EXIT_SCHEMA_MISMATCH)
@@ -113,6 +135,7 @@ def run(settings: Settings, to: str | None, *, as_json: bool) -> int:
             f"PostgreSQL failed during the copy ({reason}); nothing was kept", EXIT_COPY_FAILED
         )
     finally:
+        unlock_data_dir(copy_lock)
         unlock_data_dir(lock)
     key = _master_key(settings)
     if as_json:

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from understudy import _database_copy, _operator, _security
 from understudy._bootstrap import missing_database, open_database
 from understudy._config import ConfigError, ensure_master_key, load_settings
-from understudy._lock import LOCK_FILE, data_dir_in_use
+from understudy._lock import LOCK_FILE, DataDirCopyingError, data_dir_in_use, operator_access
 from understudy._security import Keys
 from understudy._store import SchemaTooNewError, StorageError, vault
 
@@ -294,6 +294,18 @@ def main(argv: list[str] | None = None) -> int:
             f"no database at {path}; point --data-dir (or UNDERSTUDY_DATA_DIR) at the service's "
             "data directory, or create one with `understudy migrate`"
         )
+    # On SQLite a copy to PostgreSQL may hold the directory: what a command wrote after the
+    # copy's snapshot would be left behind, so each one holds the copy out while it runs.
+    if settings.database_url is not None:
+        return _open_and_manage(args, settings)
+    try:
+        with operator_access(settings.data_dir):
+            return _open_and_manage(args, settings)
+    except DataDirCopyingError as exc:
+        return _fail(str(exc))
+
+
+def _open_and_manage(args: argparse.Namespace, settings: Settings) -> int:
     try:
         db = open_database(settings)
     except StorageError as exc:
