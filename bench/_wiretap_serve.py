@@ -9,9 +9,14 @@ be told apart:
 
 - ``ws_in``: a socket frame whole in the server (parsed by uvicorn's WebSocket protocol, before
   the application reads it);
-- ``ws_out``: a socket frame handed to the kernel (after uvicorn's ``transport.write``);
+- ``ws_out``: a socket frame about to be encoded and handed to the kernel (uvicorn's ``send``);
 - ``http_in``: a request's last byte parsed (httptools' ``on_message_complete``);
-- ``http_out``: a response's last body chunk handed to the kernel.
+- ``http_out``: a response's last body chunk about to be handed to the kernel.
+
+The outgoing stamps are taken before the write, not after: a loopback write wakes its reader,
+which often takes the core at once, so a stamp after it can land tens of milliseconds late on
+this 2-core machine. Taken before, the frame's encoding (tens of microseconds) counts towards
+the sockets.
 
 Each stamp keeps the frame's ``type`` and its ``commandId`` (from the first bytes, as the
 worker's wrappers do), never other content, on ``time.time()``: the load generator's clock, on
@@ -46,11 +51,12 @@ _HEAD_BYTES = 2048  # where a frame's type and a command's id are (a write's bod
 _record: list[list[Any]] | None = None
 
 
-def stamp(kind: str, data: bytes | bytearray | memoryview | str) -> None:
-    """Record `kind` for the frame or body `data` starts, now; nothing while no record is open."""
+def stamp(kind: str, data: bytes | bytearray | memoryview | str, at: float | None = None) -> None:
+    """Record `kind` for the frame or body `data` starts, at `at` (ms, default now); nothing
+    while no record is open."""
     if _record is None:
         return
-    at = time.time() * 1000
+    at = time.time() * 1000 if at is None else at
     head = data[:_HEAD_BYTES]
     head = head.encode() if isinstance(head, str) else bytes(head)
     found_type, found_id = _TYPE.search(head), _ID.search(head)
@@ -77,9 +83,10 @@ def install() -> None:
         receive_event(self)
 
     async def send_frame(self: WebSocketsSansIOProtocol, message: Any) -> None:
+        at = time.time() * 1000
         await ws_send(self, message)
         if message["type"] == "websocket.send":
-            stamp("ws_out", message.get("text") or message.get("bytes") or b"")
+            stamp("ws_out", message.get("text") or message.get("bytes") or b"", at)
 
     def on_message_complete(self: GuardedHttpToolsProtocol) -> None:
         if self.cycle is not None:
@@ -87,9 +94,10 @@ def install() -> None:
         message_complete(self)
 
     async def send_response(self: RequestResponseCycle, message: Any) -> None:
+        at = time.time() * 1000
         await http_send(self, message)
         if message["type"] == "http.response.body" and not message.get("more_body", False):
-            stamp("http_out", message.get("body", b""))
+            stamp("http_out", message.get("body", b""), at)
 
     WebSocketsSansIOProtocol.send_receive_event_to_app = send_receive_event_to_app  # type: ignore[method-assign]
     WebSocketsSansIOProtocol.send = send_frame  # type: ignore[method-assign]
