@@ -84,6 +84,14 @@ export const BLOCK_SETTLE_PAGE_MS = 250;
 export const BLOCK_SETTLE_MAX_MS = 2_000;
 
 /**
+ * How long `select_text` waits for the page to see its selection: the event a selection fires
+ * (`select` on a text field, `selectionchange` on the document) is a queued task, and the page's
+ * own listeners of it run before the command answers, so the next snapshot reads what they did.
+ * A selection that did not change fires no event; this bounds the wait then.
+ */
+export const SELECT_EVENT_WAIT_MS = 50;
+
+/**
  * A tab someone else opened while the popup fence was up, whose first main-frame request the fence
  * refused within this long of its creation, is reloaded once the fence spares it (the request
  * raced `tabs.onCreated`; see sessions/popupFence.ts).

@@ -6,8 +6,10 @@
  * space as one space, and a block boundary or a line break as a space too, so offsets and a
  * search match what a model read. One page function does
  * the counting, the search and (unless a dry run) the selecting, so the preview and the write
- * agree; it returns the selected text cut to 1,000 characters with its full length.
+ * agree; it returns the selected text cut to 1,000 characters with its full length. Selecting, it
+ * answers once the page's listeners of the selection's event have run (`SELECT_EVENT_WAIT_MS`).
  */
+import { SELECT_EVENT_WAIT_MS } from "../constants";
 import { CommandError } from "../errors";
 import type { SelectTextCommand, TextSelection } from "@understudy/protocol";
 import { type CommandContext, type WritePlan, elementPreview, resolveTarget } from "./context";
@@ -19,11 +21,13 @@ type Mode = "all" | "range" | "text";
 
 /**
  * Runs on the element (or the document, for a page-wide search). Arguments: mode, start, end,
- * the text to find, whether to select, the text bound. Answers `{status, ...}`: "ok" with the
- * selection, "empty" (no text), "not_found", "out_of_range" (with the text's length), or
- * "refused" (the page kept the selection from being made, as `user-select: none` does).
+ * the text to find, whether to select, the text bound, the longest wait for the selection's
+ * event. Answers `{status, ...}`: "ok" with the selection, "empty" (no text), "not_found",
+ * "out_of_range" (with the text's length), or "refused" (the page kept the selection from being
+ * made, as `user-select: none` does). Selecting, it answers after the selection's event was
+ * dispatched: a listener of its own, added after the page's, resolves it.
  */
-export const SELECT_FUNCTION = `function (mode, start, end, needle, apply, maxText) {
+export const SELECT_FUNCTION = `async function (mode, start, end, needle, apply, maxText, eventWaitMs) {
   const root = this.nodeType === 9 ? (this.body || this.documentElement) : this;
   const FIELD_TYPES = ["text", "search", "url", "tel", "password"];
   const field = root instanceof HTMLTextAreaElement || (root instanceof HTMLInputElement && FIELD_TYPES.includes(root.type));
@@ -102,17 +106,26 @@ export const SELECT_FUNCTION = `function (mode, start, end, needle, apply, maxTe
   if (to <= from) return { status: "empty", length: text.length };
   const selected = text.slice(from, to);
   if (apply) {
+    const dispatched = (target, type) => new Promise((resolve) => {
+      const done = () => { clearTimeout(timer); target.removeEventListener(type, done); resolve(); };
+      const timer = setTimeout(done, eventWaitMs);
+      target.addEventListener(type, done);
+    });
     if (field) {
       root.focus();
+      const seen = dispatched(root, "select");
       root.setSelectionRange(from, to);
+      await seen;
     } else {
       const range = document.createRange();
       range.setStart(nodes[from], offsets[from]);
       range.setEnd(nodes[to - 1], offsets[to - 1] + (virtual[to - 1] ? 0 : 1));
       const selection = window.getSelection();
+      const seen = dispatched(document, "selectionchange");
       selection.removeAllRanges();
       selection.addRange(range);
       if (selection.rangeCount === 0 || selection.toString().trim() === "") return { status: "refused" };
+      await seen;
     }
   }
   return { status: "ok", text: selected.slice(0, maxText), length: selected.length, start: from, end: to };
@@ -177,7 +190,8 @@ export async function planSelectText(ctx: CommandContext, command: SelectTextCom
   const target = command.ref === undefined ? undefined : await resolveTarget(ctx, command.ref);
   const nodeId = target?.backendNodeId ?? (await documentNodeId(ctx));
   const run = async (apply: boolean): Promise<TextSelection> => {
-    const answer = await callOnElement(ctx, nodeId, SELECT_FUNCTION, [mode, command.start ?? 0, command.end ?? 0, command.text ?? "", apply, MAX_SELECTION_TEXT]);
+    const args = [mode, command.start ?? 0, command.end ?? 0, command.text ?? "", apply, MAX_SELECTION_TEXT, SELECT_EVENT_WAIT_MS];
+    const answer = await callOnElement(ctx, nodeId, SELECT_FUNCTION, args, { awaitPromise: true });
     return toSelection(typeof answer === "object" && answer !== null ? answer : {}, command);
   };
   // The dry run asks the same function without selecting, so a text that is not there fails here.

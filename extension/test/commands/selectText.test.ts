@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 
+import { SELECT_EVENT_WAIT_MS } from "../../src/constants";
 import type { FakeSocket } from "../fakes/fakeSocket";
 import { LEASE_A, connectDevice, enroll, makeHarness, provision } from "../fakes/harness";
 import { EMAIL_NODE, installLoginPage, pageFunctionAnswer, refOf, write } from "../fakes/page";
@@ -21,7 +22,7 @@ async function ready(answer: unknown): Promise<{ h: ReturnType<typeof makeHarnes
 
 const isSelectFunction = (declaration: unknown): boolean => String(declaration).includes("setSelectionRange");
 
-/** The plain arguments of each call of the select function: mode, start, end, text, apply, bound. */
+/** The plain arguments of each call of the select function: mode, start, end, text, apply, bound, wait. */
 function selectCalls(h: ReturnType<typeof makeHarness>): unknown[][] {
   return h.chrome
     .callsOf("Runtime.callFunctionOn")
@@ -37,7 +38,10 @@ describe("select_text", () => {
     const ref = await refOf(session, "textbox", "Email");
     const result = await write(session, { name: "select_text", ref, text: "jane" });
     expect(result).toMatchObject({ outcome: "succeeded", result: { name: "select_text", selection: { text: "jane", length: 4, start: 0, end: 4 } } });
-    expect(selectCalls(h)).toEqual([["text", 0, 0, "jane", true, 1000]]);
+    expect(selectCalls(h)).toEqual([["text", 0, 0, "jane", true, 1000, SELECT_EVENT_WAIT_MS]]);
+    // The page function answers once the selection's event ran: its promise is awaited.
+    const call = h.chrome.callsOf("Runtime.callFunctionOn").find((c) => isSelectFunction(c.params.functionDeclaration));
+    expect(call?.params.awaitPromise).toBe(true);
     expect(h.chrome.callsOf("DOM.resolveNode").at(-1)?.params).toEqual({ backendNodeId: EMAIL_NODE });
   });
 
@@ -47,7 +51,7 @@ describe("select_text", () => {
     const result = await write(session, { name: "select_text", ref, start: 0, end: 4 }, { dryRun: true });
     expect(result).toMatchObject({ outcome: "succeeded", result: { preview: { targetRole: "textbox", targetName: "Email", selection: { text: "jane" } } } });
     expect(result?.result).not.toHaveProperty("selection");
-    expect(selectCalls(h)).toEqual([["range", 0, 4, "", false, 1000]]);
+    expect(selectCalls(h)).toEqual([["range", 0, 4, "", false, 1000, SELECT_EVENT_WAIT_MS]]);
   });
 
   it("searches the whole document when no ref is given", async () => {
