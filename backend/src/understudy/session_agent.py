@@ -340,24 +340,16 @@ class SessionAgent:
         if out.step is not None:
             _faults.after(out.step)
         committed = out.committed
-        events = self._events
-        woken = False
-        for command_id in out.wake:
-            for event in events.get(command_id, ()):
-                event.set()
-                woken = True
-        if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
-            self._changed.set()
-        if woken and out.frames:
-            # The request waiting for this outcome answers first: its reply is on its caller's
-            # path, while this turn's frame (a `result_ack`) only lets the extension drop a
-            # journal entry. One loop iteration lets the woken request write its reply; the
-            # frames still leave under the lock, in order.
-            await asyncio.sleep(0)
         for frame in out.pending:
             await self.send(frame, committed=committed)
         for frame in out.frames:
             await self.send(frame, committed=committed)
+        events = self._events
+        for command_id in out.wake:
+            for event in events.get(command_id, ()):
+                event.set()
+        if out.wake_sessions:  # several nodes: this node's waiters on the socket's row too
+            self._changed.set()
 
     # -- admission -----------------------------------------------------------------------------
 

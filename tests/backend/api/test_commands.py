@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,6 @@ from tests.backend.conftest import (
 )
 from tests.support.simdevice import ALL_CAPABILITIES, Behaviour, SimulatedDevice
 from tests.support.stored import stored
-from understudy._clock import SystemClock
 from understudy._store import vault
 from understudy.generated import models as m
 
@@ -569,40 +567,6 @@ async def test_only_the_outcome_of_a_write_wakes_the_request_waiting_for_it(
         done = await http.post(f"/v1/sessions/{sid}/commands", json=body)
         assert done.status_code == 200, done.text
     assert woken == [set(), set(), {body["commandId"]}]  # admission, grant, result
-
-
-async def test_the_waiting_request_answers_before_the_result_ack_leaves(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The reply is on the caller's path; the `result_ack` only lets the extension drop its
-    # journal entry. On the wall clock (as served) the woken request writes first.
-    backend = await start_backend(tmp_path, SystemClock())
-    try:
-        async with backend.client(backend.api_key()) as http:
-            _, sid = await _session(backend, http)
-            agent = backend.services.session_agent(sid)
-            order: list[str] = []
-            send, wait_outcome = agent.send, agent.wait_outcome
-
-            async def sent(frame: Any, *, committed: bool = False) -> None:
-                order.append(json.loads(frame.to_wire_json())["type"])
-                await send(frame, committed=committed)
-
-            async def answered(*args: Any, **kwargs: Any) -> CommandRow:
-                row = await wait_outcome(*args, **kwargs)
-                order.append("answered")
-                return row
-
-            monkeypatch.setattr(agent, "send", sent)
-            monkeypatch.setattr(agent, "wait_outcome", answered)
-            done = await http.post(
-                f"/v1/sessions/{sid}/commands", json=_cmd({"name": "click", "ref": "g1e1"})
-            )
-            assert done.status_code == 200, done.text
-            await backend.until(lambda: "result_ack" in order, "the result_ack left")
-    finally:
-        await stop_backend(backend)
-    assert order == ["write_prepare", "write_grant", "answered", "result_ack"]
 
 
 async def test_the_ready_deadline_the_admission_hands_to_the_timer_fires_exactly_then(
