@@ -110,11 +110,15 @@ class DeviceAgent:
         if self._node is None or row.outbox_seq <= self._delivered_seq:
             return []
         frames: list[m.DeviceServerFrame] = []
-        for taken in self._node.take_outbox(self.repos, self.key):
-            self._delivered_seq = max(self._delivered_seq, taken.seq)
+        taken_rows = self._node.take_outbox(self.repos, self.key)
+        for taken in taken_rows:
             # A close names an older socket (a newer one holds the row): nothing to send.
             if taken.close is None and self.holds(taken.serial):
                 frames += [SERVER_FRAMES.validate_json(text) for text in taken.frames]
+        if not taken_rows:
+            # Only what a rollback cannot undo is remembered: rows taken here come back if the
+            # turn runs again, and must then be taken again (a later turn finds none).
+            self._delivered_seq = row.outbox_seq
         return frames
 
     def _stage(self, out: _Outbox) -> None:
