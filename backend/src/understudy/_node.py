@@ -203,6 +203,23 @@ class SharedNode:
         """This node's rows for `key`, removed (the caller holds the actor's local lock)."""
         return repos.outbox.take(self.node_id, key)
 
+    def take_waiting(
+        self, repos: Repositories, key: str, outbox_seq: int, delivered_seq: int
+    ) -> tuple[list[OutboxRow], int]:
+        """Inside a turn of actor `key` for its socket on this node: the rows other nodes left
+        for it, and the delivered mark the actor keeps in memory afterwards.
+
+        `outbox_seq` is the actor's row as the turn read it; `delivered_seq` the mark so far. No
+        query while the row says nothing was written since. The mark moves only when no row was
+        waiting, a fact a rollback cannot undo (writers hold the actor's row): rows taken here
+        come back if the turn runs again after a conflict, and must then be taken again, before
+        the turn's own frames. After a delivered batch the next turn finds none and catches up.
+        """
+        if outbox_seq <= delivered_seq:
+            return [], delivered_seq
+        rows = self.take_outbox(repos, key)
+        return rows, delivered_seq if rows else outbox_seq
+
     async def deliver_outbox(
         self,
         storage: Storage,

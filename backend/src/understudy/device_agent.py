@@ -107,18 +107,16 @@ class DeviceAgent:
     def pending(self, row: ActorRow) -> list[m.DeviceServerFrame]:
         """Inside a turn that sends to this node's socket: the outbox rows other nodes wrote for
         it before, so they leave first (frames keep the order their turns committed in)."""
-        if self._node is None or row.outbox_seq <= self._delivered_seq:
+        if self._node is None:
             return []
+        waiting, self._delivered_seq = self._node.take_waiting(
+            self.repos, self.key, row.outbox_seq, self._delivered_seq
+        )
         frames: list[m.DeviceServerFrame] = []
-        taken_rows = self._node.take_outbox(self.repos, self.key)
-        for taken in taken_rows:
+        for taken in waiting:
             # A close names an older socket (a newer one holds the row): nothing to send.
             if taken.close is None and self.holds(taken.serial):
                 frames += [SERVER_FRAMES.validate_json(text) for text in taken.frames]
-        if not taken_rows:
-            # Only what a rollback cannot undo is remembered: rows taken here come back if the
-            # turn runs again, and must then be taken again (a later turn finds none).
-            self._delivered_seq = row.outbox_seq
         return frames
 
     def _stage(self, out: _Outbox) -> None:

@@ -290,16 +290,12 @@ class SessionAgent:
             and self._conn is not None
             and self._serial == (row.sock_serial)
         ):
-            if row.outbox_seq > self._delivered_seq:
-                taken_rows = node.take_outbox(self.repos, self.key)
-                for taken in taken_rows:
-                    if taken.close is None and taken.serial == self._serial:
-                        out.pending += [SERVER_FRAMES.validate_json(t) for t in taken.frames]
-                if not taken_rows:
-                    # Only what a rollback cannot undo is remembered: rows taken here come back
-                    # if this turn runs again, and must then be taken again (a later turn finds
-                    # none and catches up).
-                    self._delivered_seq = row.outbox_seq
+            waiting, self._delivered_seq = node.take_waiting(
+                self.repos, self.key, row.outbox_seq, self._delivered_seq
+            )
+            for taken in waiting:
+                if taken.close is None and taken.serial == self._serial:
+                    out.pending += [SERVER_FRAMES.validate_json(t) for t in taken.frames]
             return
         frames = [frame for frame in out.frames if not _carries_secret(frame)]
         out.frames = []  # none leaves from here: the socket is elsewhere, or nowhere
