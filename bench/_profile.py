@@ -3,11 +3,12 @@ then summarise where the CPU went, as shares of the phase's profiled CPU time.""
 
 from __future__ import annotations
 
-import asyncio
 import pstats
 import shutil
 import signal
 from typing import TYPE_CHECKING, Any, Final
+
+from bench._server import appeared
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,12 +35,8 @@ class Profile:
 
     async def __aexit__(self, *exc: object) -> None:
         self.server.signal(signal.SIGUSR2)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + _WAIT_FOR_FILE_S
-        written = self.server.profile_path
-        while not written.exists() and loop.time() < deadline:  # noqa: ASYNC110 - another process
-            await asyncio.sleep(0.05)
-        _move(written, self.out)
+        await appeared(self.server.profile_path, _WAIT_FOR_FILE_S)
+        _move(self.server.profile_path, self.out)
 
     def summary(self, top: int = 25) -> dict[str, Any]:
         return summarise(self.out, top)

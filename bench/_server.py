@@ -269,12 +269,8 @@ class Server:
         """Stop the record ``wire_start`` opened and read it: ``[kind, type, command id, ms]``
         per stamp (``bench._wiretap_serve``)."""
         self.signal(signal.SIGUSR2)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while not self.wire_path.exists():  # another process writes it
-            if loop.time() > deadline:
-                raise RuntimeError("the wiretapped server wrote no record")
-            await asyncio.sleep(0.05)
+        if not await appeared(self.wire_path, timeout_s):
+            raise RuntimeError("the wiretapped server wrote no record")
         record: list[list[Any]] = json.loads(self.wire_path.read_text())
         return record
 
@@ -317,6 +313,18 @@ class Server:
                 await process.wait()
         assert process.returncode is not None  # noqa: S101 - waited
         return process.returncode
+
+
+async def appeared(path: Path, timeout_s: float) -> bool:
+    """Whether the file another process writes (and renames into place) exists within
+    `timeout_s`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not path.exists():  # noqa: ASYNC240 - one stat per poll; another process writes it
+        if loop.time() > deadline:
+            return False
+        await asyncio.sleep(0.05)
+    return True
 
 
 def _prepare(server: Server) -> dict[str, str]:
